@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package rdmagate needs to build, test and run the rxe guest.
+# Idempotent: when everything is present it does nothing (not even `apt-get update`).
+set -euo pipefail
+
+PKGS=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
+  # libraries
+  libibverbs-dev librdmacm-dev libdpdk-dev libhwloc-dev prometheus-cpp-dev
+  libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
+  # rxe guest harness (tools/rxe-vm): emulator, initramfs tools, RDMA userspace that goes into the guest
+  qemu-system-x86 busybox-static cpio kmod gzip
+  ibverbs-utils rdmacm-utils perftest ibverbs-providers libibverbs1 librdmacm1 iproute2
+)
+
+# One dpkg-query for all packages keeps the no-op case fast.
+installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${PKGS[@]}" 2>/dev/null | awk '/install ok installed/ {print $1}')
+missing=()
+for p in "${PKGS[@]}"; do
+  grep -qx "$p" <<<"$installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then SUDO=sudo; else
+    echo "setup: missing packages (${missing[*]}) and not root; install them or re-run as root" >&2
+    exit 1
+  fi
+else
+  SUDO=
+fi
+
+echo "setup: installing ${#missing[@]} packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+APT=(apt-get -o DPkg::Lock::Timeout=600 -y -q)
+$SUDO "${APT[@]}" update
+$SUDO "${APT[@]}" install --no-install-recommends "${missing[@]}"
+echo "setup: done"
