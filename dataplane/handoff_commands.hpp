@@ -1,0 +1,221 @@
+#pragma once
+// The vocabulary of the per-core handoff rings (design.md "Handoff"): what the control thread tells a
+// data-plane core (ADOPT, CLOSE, CONFIG) and what a core answers (CLOSED, FAILED, STATS).
+//
+// Commands travel BY VALUE as 16-byte PODs in the ring's own slots (rte_ring "elem" API, esize 16), not as
+// pointers to separately allocated messages. That is the whole point: neither side allocates, nothing has to
+// be freed by the other thread, and a command can never dangle. The only pointer that crosses is the
+// connection itself (ConnHandle), whose lifetime the teardown protocol guarantees: control keeps the object
+// alive from ADOPT until the core's CLOSED.
+//
+// This header has no DPDK dependency, so control-side code (the connection lifecycle) can name close reasons
+// without pulling in EAL headers.
+
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+namespace rdmagate::dataplane {
+
+// Opaque reference to a connection object owned by control and borrowed by a core between ADOPT and CLOSED.
+// The engine decides the encoding (normally the address of its connection object); 0 is never a valid
+// connection.
+struct ConnHandle {
+  std::uint64_t value = 0;
+
+  static ConnHandle from_ptr(const void* p) noexcept {
+    return ConnHandle{static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p))};
+  }
+  template <typename T>
+  T* as_ptr() const noexcept {
+    return reinterpret_cast<T*>(static_cast<std::uintptr_t>(value));
+  }
+  constexpr bool valid() const noexcept { return value != 0; }
+  friend constexpr bool operator==(ConnHandle, ConnHandle) = default;
+};
+
+// Why a connection is being torn down. Shared by the control-side lifecycle (which picks it) and the core
+// (which counts and logs it when it receives CLOSE). The numeric values are stable: they show up in logs and
+// counters.
+enum class CloseReason : std::uint8_t {
+  kNone = 0,               // no teardown in progress (never sent in a CLOSE)
+  kLocal = 1,              // an operator or the engine closed this one connection on purpose
+  kShutdown = 2,           // process shutdown (SIGTERM): close and never reconnect
+  kPeerDisconnected = 3,   // rdma_cm DISCONNECTED: the peer sent a DREQ or the link timed out
+  kRejectedByPeer = 4,     // rdma_cm REJECTED: the peer refused our connect (or our accept's REP)
+  kRejectedLocally = 5,    // passive side: negotiation refused the request, we sent a reject
+  kUnreachable = 6,        // rdma_cm UNREACHABLE: the peer never answered the connect
+  kAddrError = 7,          // rdma_cm ADDR_ERROR: address resolution failed
+  kRouteError = 8,         // rdma_cm ROUTE_ERROR: route resolution failed
+  kConnectError = 9,       // rdma_cm CONNECT_ERROR: the CM exchange failed after it started
+  kHandshakeTimeout = 10,  // our own handshake deadline passed before ESTABLISHED
+  kSetupFailed = 11,       // a local acquisition (cm_id, QP, rx buffers, core slot, ...) failed
+  kDeviceRemoval = 12,     // rdma_cm DEVICE_REMOVAL: the device is being unplugged
+  kQpFatal = 13,           // async event: QP fatal / access error / request error on this QP
+  kDeviceFatal = 14,       // async event: the device reported a catastrophic error
+  kPortDown = 15,          // async event: the port this connection uses went down
+  kCompletionError = 16,   // the core saw a non-flush completion error (FAILED kCompletion)
+  kProtocolError = 17,     // the core or control saw a protocol violation from the peer
+  kKeepaliveTimeout = 18,  // the peer went silent past the dead-peer timeout
+};
+inline constexpr std::uint8_t kCloseReasonCount = 19;
+
+// What went wrong when a core reports FAILED. The core keeps ownership after FAILED; control answers with
+// CLOSE.
+enum class FailureKind : std::uint8_t {
+  kCompletion = 1,  // a work completion with a non-success, non-flush status; status = ibv_wc_status
+  kProtocol = 2,    // the peer violated the protocol; status = the protocol core's error code
+  kKeepalive = 3,   // the peer stayed silent past the dead-peer timeout; status = 0
+};
+
+// Runtime settings control can change on a running core. Values are plain integers so a CONFIG fits in one
+// slot; anything bigger than 64 bits does not belong on this path.
+enum class ConfigKey : std::uint16_t {
+  kKeepaliveIntervalUs = 1,  // idle time after which a core sends a keepalive NOOP
+  kPeerDeadTimeoutUs = 2,    // silence after which a core declares the peer dead (FAILED kKeepalive)
+  kStatsIntervalMs = 3,      // how often the core sends STATS (0 = never)
+  kQuiesce = 4,  // 1 = stop starting new requests, finish in-flight ones (SIGTERM drain); 0 = resume
+};
+
+// control -> core.
+enum class ToCoreOp : std::uint8_t {
+  kInvalid = 0,  // zero-filled slot: never sent; receiving it is a bug and is counted, not acted on
+  kAdopt = 1,    // take ownership of an established connection: QP is RTS, rx buffers already posted
+  kClose = 2,    // control moved the QP to ERR: fail outstanding requests, drain flushes, then answer CLOSED.
+               // Also sent for a connection the core never adopted (a half-built one whose QP already sits on
+               // this core's CQ with receives posted): the core takes it only to drain, then answers CLOSED.
+  kConfig = 3,  // change a runtime setting (ConfigKey, value)
+};
+
+// core -> control.
+enum class ToControlOp : std::uint8_t {
+  kInvalid = 0,  // zero-filled slot: never sent; counted as a bug on receipt
+  kClosed = 1,  // the core has drained the connection and dropped every reference: control may destroy it now
+  kFailed = 2,  // the core hit an error on a connection it still owns; control should answer CLOSE
+  kStats = 3,   // periodic load report and heartbeat (owned connections, busy ratio, loop counter)
+};
+
+// One control -> core command: 16 bytes, copied into the ring slot.
+struct alignas(16) ToCore {
+  ToCoreOp op = ToCoreOp::kInvalid;
+  std::uint8_t reason = 0;     // kClose: CloseReason
+  std::uint16_t key = 0;       // kConfig: ConfigKey
+  std::uint32_t reserved = 0;  // zero; keeps payload 8-byte aligned
+  std::uint64_t payload = 0;   // kAdopt/kClose: ConnHandle; kConfig: value
+
+  static ToCore adopt(ConnHandle conn) noexcept { return ToCore{ToCoreOp::kAdopt, 0, 0, 0, conn.value}; }
+  static ToCore close(ConnHandle conn, CloseReason why) noexcept {
+    return ToCore{ToCoreOp::kClose, static_cast<std::uint8_t>(why), 0, 0, conn.value};
+  }
+  static ToCore config(ConfigKey k, std::uint64_t value) noexcept {
+    return ToCore{ToCoreOp::kConfig, 0, static_cast<std::uint16_t>(k), 0, value};
+  }
+
+  ConnHandle conn() const noexcept { return ConnHandle{payload}; }
+  CloseReason close_reason() const noexcept { return static_cast<CloseReason>(reason); }
+  ConfigKey config_key() const noexcept { return static_cast<ConfigKey>(key); }
+  std::uint64_t config_value() const noexcept { return payload; }
+  friend bool operator==(const ToCore&, const ToCore&) = default;
+};
+
+// A core's load as reported in STATS. Control uses it to pick the least-loaded core and as a liveness
+// heartbeat: a core whose loop counter stops moving has stalled, which is a bug (Seastar: a reactor stall is
+// a bug).
+struct CoreLoad {
+  std::uint32_t owned_connections = 0;
+  std::uint16_t busy_permille = 0;  // busy TSC / (busy + idle TSC) since the previous report, 0..1000
+  std::uint64_t loop_iterations = 0;
+};
+
+// One core -> control reply: 16 bytes, copied into the ring slot.
+struct alignas(16) ToControl {
+  ToControlOp op = ToControlOp::kInvalid;
+  std::uint8_t kind = 0;      // kFailed: FailureKind
+  std::uint16_t aux16 = 0;    // kStats: busy_permille
+  std::uint32_t aux32 = 0;    // kFailed: status; kStats: owned_connections
+  std::uint64_t payload = 0;  // kClosed/kFailed: ConnHandle; kStats: loop_iterations
+
+  static ToControl closed(ConnHandle conn) noexcept {
+    return ToControl{ToControlOp::kClosed, 0, 0, 0, conn.value};
+  }
+  static ToControl failed(ConnHandle conn, FailureKind k, std::uint32_t status) noexcept {
+    return ToControl{ToControlOp::kFailed, static_cast<std::uint8_t>(k), 0, status, conn.value};
+  }
+  static ToControl stats(const CoreLoad& load) noexcept {
+    return ToControl{ToControlOp::kStats, 0, load.busy_permille, load.owned_connections,
+                     load.loop_iterations};
+  }
+
+  ConnHandle conn() const noexcept { return ConnHandle{payload}; }
+  FailureKind failure_kind() const noexcept { return static_cast<FailureKind>(kind); }
+  std::uint32_t status() const noexcept { return aux32; }
+  CoreLoad load() const noexcept { return CoreLoad{aux32, aux16, payload}; }
+  friend bool operator==(const ToControl&, const ToControl&) = default;
+};
+
+// The ring copies slots with 128-bit moves (rte_ring's esize-16 path), so size and alignment are
+// load-bearing.
+static_assert(sizeof(ToCore) == 16 && alignof(ToCore) == 16);
+static_assert(sizeof(ToControl) == 16 && alignof(ToControl) == 16);
+static_assert(std::is_trivially_copyable_v<ToCore> && std::is_standard_layout_v<ToCore>);
+static_assert(std::is_trivially_copyable_v<ToControl> && std::is_standard_layout_v<ToControl>);
+static_assert(sizeof(ConnHandle) == sizeof(std::uint64_t) && sizeof(void*) <= sizeof(std::uint64_t));
+
+// The reason a FAILED turns into when control closes the connection.
+constexpr CloseReason close_reason_for(FailureKind k) noexcept {
+  switch (k) {
+    case FailureKind::kCompletion:
+      return CloseReason::kCompletionError;
+    case FailureKind::kProtocol:
+      return CloseReason::kProtocolError;
+    case FailureKind::kKeepalive:
+      return CloseReason::kKeepaliveTimeout;
+  }
+  return CloseReason::kCompletionError;
+}
+
+constexpr std::string_view to_string(CloseReason r) noexcept {
+  switch (r) {
+    case CloseReason::kNone:
+      return "none";
+    case CloseReason::kLocal:
+      return "local close";
+    case CloseReason::kShutdown:
+      return "shutdown";
+    case CloseReason::kPeerDisconnected:
+      return "peer disconnected";
+    case CloseReason::kRejectedByPeer:
+      return "rejected by peer";
+    case CloseReason::kRejectedLocally:
+      return "rejected locally";
+    case CloseReason::kUnreachable:
+      return "unreachable";
+    case CloseReason::kAddrError:
+      return "address resolution error";
+    case CloseReason::kRouteError:
+      return "route resolution error";
+    case CloseReason::kConnectError:
+      return "connect error";
+    case CloseReason::kHandshakeTimeout:
+      return "handshake timeout";
+    case CloseReason::kSetupFailed:
+      return "local setup failed";
+    case CloseReason::kDeviceRemoval:
+      return "device removal";
+    case CloseReason::kQpFatal:
+      return "qp fatal";
+    case CloseReason::kDeviceFatal:
+      return "device fatal";
+    case CloseReason::kPortDown:
+      return "port down";
+    case CloseReason::kCompletionError:
+      return "completion error";
+    case CloseReason::kProtocolError:
+      return "protocol error";
+    case CloseReason::kKeepaliveTimeout:
+      return "keepalive timeout";
+  }
+  return "unknown";
+}
+
+}  // namespace rdmagate::dataplane
