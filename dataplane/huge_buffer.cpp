@@ -1,0 +1,95 @@
+#include "dataplane/huge_buffer.hpp"
+
+#include <rte_errno.h>
+#include <rte_malloc.h>
+#include <rte_memory.h>
+#include <rte_memzone.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+namespace rdmagate::dataplane {
+namespace {
+std::atomic<unsigned> g_zone_seq{0};
+
+bool is_pow2(size_t v) { return v != 0 && (v & (v - 1)) == 0; }
+}  // namespace
+
+HugeBuffer::HugeBuffer(HugeBuffer&& other) noexcept { *this = std::move(other); }
+
+HugeBuffer& HugeBuffer::operator=(HugeBuffer&& other) noexcept {
+  if (this != &other) {
+    reset();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    socket_ = std::exchange(other.socket_, -1);
+    kind_ = other.kind_;
+    zone_ = std::exchange(other.zone_, nullptr);
+    page_size_ = std::exchange(other.page_size_, 0);
+    iova_ = std::exchange(other.iova_, 0);
+  }
+  return *this;
+}
+
+HugeBuffer HugeBuffer::allocate(size_t bytes, int socket, size_t align, std::string* error, HugeBufferKind kind,
+                                const std::string& name) {
+  HugeBuffer b;
+  auto fail = [&](const std::string& what) {
+    if (error) *error = what;
+    return HugeBuffer{};
+  };
+  if (bytes == 0) return fail("huge buffer: zero size requested");
+  if (align == 0) align = RTE_CACHE_LINE_SIZE;
+  if (!is_pow2(align)) return fail("huge buffer: alignment " + std::to_string(align) + " is not a power of two");
+  if (align > UINT32_MAX) return fail("huge buffer: alignment too large");
+
+  b.kind_ = kind;
+  if (kind == HugeBufferKind::kMalloc) {
+    rte_errno = 0;
+    b.data_ = rte_zmalloc_socket("rdmagate_buf", bytes, static_cast<unsigned>(align), socket);
+    if (b.data_ == nullptr) {
+      char msg[200];
+      std::snprintf(msg, sizeof(msg), "huge buffer: rte_zmalloc_socket(%zu bytes, align %zu, socket %d) failed: %s",
+                    bytes, align, socket, rte_errno ? rte_strerror(rte_errno) : "out of eal heap memory");
+      return fail(msg);
+    }
+  } else {
+    std::string zname = name;
+    if (zname.empty()) zname = "rg_buf_" + std::to_string(g_zone_seq.fetch_add(1));
+    if (zname.size() >= RTE_MEMZONE_NAMESIZE) return fail("huge buffer: memzone name '" + zname + "' is too long");
+    rte_errno = 0;
+    b.zone_ = rte_memzone_reserve_aligned(zname.c_str(), bytes, socket, 0, static_cast<unsigned>(align));
+    if (b.zone_ == nullptr) {
+      char msg[220];
+      std::snprintf(msg, sizeof(msg), "huge buffer: rte_memzone_reserve_aligned(%s, %zu bytes, socket %d) failed: %s",
+                    zname.c_str(), bytes, socket, rte_strerror(rte_errno));
+      return fail(msg);
+    }
+    b.data_ = b.zone_->addr;
+    std::memset(b.data_, 0, bytes);
+  }
+  b.size_ = bytes;
+  const rte_memseg_list* msl = rte_mem_virt2memseg_list(b.data_);
+  b.page_size_ = msl ? msl->page_sz : 0;
+  b.socket_ = msl ? msl->socket_id : socket;
+  b.iova_ = kind == HugeBufferKind::kMemzone ? b.zone_->iova : rte_malloc_virt2iova(b.data_);
+  return b;
+}
+
+void HugeBuffer::reset() {
+  if (zone_ != nullptr) {
+    const int ret = rte_memzone_free(zone_);
+    if (ret != 0) std::fprintf(stderr, "rdmagate: memzone free failed: %s\n", rte_strerror(-ret));
+    zone_ = nullptr;
+  } else if (data_ != nullptr) {
+    rte_free(data_);
+  }
+  data_ = nullptr;
+  size_ = 0;
+  page_size_ = 0;
+  iova_ = 0;
+}
+
+}  // namespace rdmagate::dataplane
