@@ -1,0 +1,201 @@
+#include "protocol/handshake.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "protocol/byte_order.hpp"
+
+namespace rdmagate::protocol {
+namespace {
+
+// Byte offsets of the common body (docs/protocol.md, "Handshake bodies"). Offsets 0-9 are frozen
+// across majors so that any build can read a peer's magic, kind and version and reject cleanly.
+namespace off {
+inline constexpr std::size_t kMagic = 0;          // u32
+inline constexpr std::size_t kKind = 4;           // u8
+inline constexpr std::size_t kMajor = 5;          // u8
+inline constexpr std::size_t kMinor = 6;          // u8
+inline constexpr std::size_t kFlags = 7;          // u8
+inline constexpr std::size_t kMinorMask = 8;      // u16
+inline constexpr std::size_t kQueueDepth = 10;    // u16
+inline constexpr std::size_t kMaxMessage = 12;    // u32
+inline constexpr std::size_t kMaxFragments = 16;  // u16
+inline constexpr std::size_t kReserved18 = 18;    // u16, zero
+inline constexpr std::size_t kMaxBulk = 20;       // u32
+inline constexpr std::size_t kSrcStamp = 24;      // u64
+inline constexpr std::size_t kDstStamp = 32;      // u64
+inline constexpr std::size_t kReason = 40;        // u8, reject only; 41..43 reserved
+}  // namespace off
+static_assert(off::kDstStamp + 8 == kConnectRequestSize && kConnectRequestSize == kConnectAcceptSize);
+static_assert(off::kReason + 4 == kConnectRejectSize);
+static_assert(off::kReserved18 + 2 == off::kMaxBulk, "reserved u16 sits between fragments and bulk size");
+
+constexpr bool minor_in_mask(std::uint8_t minor, std::uint16_t mask) {
+  return minor <= kMaxMinor && (mask & (1u << minor)) != 0;
+}
+
+ConnParams own_params(const LocalEndpoint& self, const ConnParams& device) {
+  return clamp(clamp(self.params, device), kParamCaps);
+}
+
+HandshakeBody base_body(const LocalEndpoint& self, HandshakeKind kind) {
+  HandshakeBody b;
+  b.kind = kind;
+  b.major = self.major;
+  b.minor = highest_minor(self.minor_mask);
+  b.minor_mask = self.minor_mask;
+  b.flags = self.want_checksum ? kHandshakeFlagChecksum : 0;
+  b.src_incarnation = self.incarnation;
+  return b;
+}
+
+HandshakeBody reject_body(const LocalEndpoint& self, const ConnParams& own, RejectReason why,
+                          std::uint64_t peer_incarnation) {
+  HandshakeBody b = base_body(self, HandshakeKind::kReject);
+  b.params = own;
+  b.dst_incarnation = peer_incarnation;
+  b.reason = why;
+  return b;
+}
+
+bool any_raised(const ConnParams& got, const ConnParams& offered) {
+  return got.queue_depth > offered.queue_depth || got.max_message_size > offered.max_message_size ||
+         got.max_fragments > offered.max_fragments || got.max_bulk_size > offered.max_bulk_size;
+}
+
+}  // namespace
+
+Encoded<HandshakeError> encode_handshake(const HandshakeBody& b, std::span<std::uint8_t> out) noexcept {
+  const std::size_t n = handshake_size(b.kind);
+  if (out.size() < n) return {0, HandshakeError::kBufferTooSmall};
+  std::uint8_t* p = out.data();
+  std::memset(p, 0, n);
+  le::store<std::uint32_t>(p + off::kMagic, kHandshakeMagic);
+  p[off::kKind] = static_cast<std::uint8_t>(b.kind);
+  p[off::kMajor] = b.major;
+  p[off::kMinor] = b.minor;
+  p[off::kFlags] = b.flags;
+  le::store<std::uint16_t>(p + off::kMinorMask, b.minor_mask);
+  le::store<std::uint16_t>(p + off::kQueueDepth, b.params.queue_depth);
+  le::store<std::uint32_t>(p + off::kMaxMessage, b.params.max_message_size);
+  le::store<std::uint16_t>(p + off::kMaxFragments, b.params.max_fragments);
+  le::store<std::uint32_t>(p + off::kMaxBulk, b.params.max_bulk_size);
+  le::store<std::uint64_t>(p + off::kSrcStamp, b.src_incarnation);
+  le::store<std::uint64_t>(p + off::kDstStamp, b.dst_incarnation);
+  if (b.kind == HandshakeKind::kReject) p[off::kReason] = static_cast<std::uint8_t>(b.reason);
+  return {n, HandshakeError::kOk};
+}
+
+HandshakeError decode_handshake(std::span<const std::uint8_t> in, HandshakeKind expected,
+                                HandshakeBody& out) noexcept {
+  if (in.size() < handshake_size(expected)) return HandshakeError::kTooShort;
+  const std::uint8_t* p = in.data();
+  if (le::load<std::uint32_t>(p + off::kMagic) != kHandshakeMagic) return HandshakeError::kBadMagic;
+  if (p[off::kKind] != static_cast<std::uint8_t>(expected)) return HandshakeError::kWrongKind;
+  out.kind = expected;
+  out.major = p[off::kMajor];
+  out.minor = p[off::kMinor];
+  out.flags = p[off::kFlags];
+  out.minor_mask = le::load<std::uint16_t>(p + off::kMinorMask);
+  if (!minor_in_mask(out.minor, out.minor_mask)) return HandshakeError::kMinorNotInMask;
+  out.params.queue_depth = le::load<std::uint16_t>(p + off::kQueueDepth);
+  out.params.max_message_size = le::load<std::uint32_t>(p + off::kMaxMessage);
+  out.params.max_fragments = le::load<std::uint16_t>(p + off::kMaxFragments);
+  out.params.max_bulk_size = le::load<std::uint32_t>(p + off::kMaxBulk);
+  out.src_incarnation = le::load<std::uint64_t>(p + off::kSrcStamp);
+  out.dst_incarnation = le::load<std::uint64_t>(p + off::kDstStamp);
+  if (out.src_incarnation == 0) return HandshakeError::kZeroIncarnation;
+  out.reason = RejectReason::kNone;
+  if (expected == HandshakeKind::kReject) {
+    const std::uint8_t r = p[off::kReason];
+    if (r == 0 || r > kRejectReasonMax) return HandshakeError::kUnknownRejectReason;
+    out.reason = static_cast<RejectReason>(r);
+  }
+  return HandshakeError::kOk;
+}
+
+HandshakeBody make_connect_request(const LocalEndpoint& self, const ConnParams& device,
+                                   std::uint64_t last_peer_incarnation) noexcept {
+  HandshakeBody b = base_body(self, HandshakeKind::kRequest);
+  b.params = own_params(self, device);
+  b.params.max_fragments = std::min(b.params.max_fragments, fragments_fitting(b.params.max_message_size));
+  b.dst_incarnation = last_peer_incarnation;
+  return b;
+}
+
+HandshakeBody make_reject(const LocalEndpoint& self, const ConnParams& device, RejectReason why,
+                          std::uint64_t peer_incarnation) noexcept {
+  return reject_body(self, own_params(self, device), why, peer_incarnation);
+}
+
+AcceptOutcome negotiate_accept(std::span<const std::uint8_t> private_data, const LocalEndpoint& self,
+                               const ConnParams& device) noexcept {
+  const ConnParams own = own_params(self, device);
+  AcceptOutcome o;
+  HandshakeBody req;
+  auto reject = [&](RejectReason why, HandshakeError detail, std::uint64_t peer) {
+    o.reason = why;
+    o.error = detail;
+    o.reply = reject_body(self, own, why, peer);
+    return o;
+  };
+
+  if (const HandshakeError e = decode_handshake(private_data, HandshakeKind::kRequest, req);
+      e != HandshakeError::kOk)
+    return reject(RejectReason::kBadPrivateData, e, 0);
+  const std::uint64_t peer = req.src_incarnation;
+
+  const std::uint16_t common = req.minor_mask & self.minor_mask;
+  if (req.major != self.major || common == 0)
+    return reject(RejectReason::kIncompatibleVersion, HandshakeError::kIncompatibleVersion, peer);
+  if (req.dst_incarnation != 0 && req.dst_incarnation != self.incarnation)
+    return reject(RejectReason::kStale, HandshakeError::kStaleIncarnation, peer);
+  if (!params_sane(req.params))
+    return reject(RejectReason::kBadPrivateData, HandshakeError::kBadParameter, peer);
+  // Our own side is broken (zero device limit, tiny buffers): nothing the peer can fix.
+  if (!params_sane(own)) return reject(RejectReason::kFatal, HandshakeError::kBadParameter, peer);
+
+  ConnParams p = clamp(own, req.params);
+  p.max_fragments = std::min(p.max_fragments, fragments_fitting(p.max_message_size));
+  if (p.queue_depth < std::max<std::uint16_t>(self.min_queue_depth, 1))
+    return reject(RejectReason::kQueueSizeMismatch, HandshakeError::kBelowMinimum, peer);
+  if (p.max_fragments < std::max<std::uint16_t>(self.min_fragments, 1))
+    return reject(RejectReason::kFragmentsMismatch, HandshakeError::kBelowMinimum, peer);
+
+  const bool checksum = (req.flags & kHandshakeFlagChecksum) != 0 || self.want_checksum;
+  const std::uint8_t minor = highest_minor(common);
+  HandshakeBody& a = o.reply;
+  a = base_body(self, HandshakeKind::kAccept);
+  a.minor = minor;
+  a.flags = checksum ? kHandshakeFlagChecksum : 0;
+  a.params = p;
+  a.dst_incarnation = peer;
+  o.session = Session{pack_version(self.major, minor), checksum, p, self.incarnation, peer};
+  return o;
+}
+
+HandshakeError complete_connect(const HandshakeBody& sent, std::span<const std::uint8_t> accept_data,
+                                const LocalEndpoint& self, Session& out) noexcept {
+  HandshakeBody a;
+  if (const HandshakeError e = decode_handshake(accept_data, HandshakeKind::kAccept, a);
+      e != HandshakeError::kOk)
+    return e;
+  if (a.major != sent.major || !minor_in_mask(a.minor, sent.minor_mask) ||
+      a.minor != highest_minor(sent.minor_mask & a.minor_mask))
+    return HandshakeError::kIncompatibleVersion;
+  const bool checksum = (a.flags & kHandshakeFlagChecksum) != 0;
+  if ((a.flags & ~kHandshakeFlagsKnown) != 0 || ((sent.flags & kHandshakeFlagChecksum) != 0 && !checksum))
+    return HandshakeError::kBadFlags;
+  if (a.dst_incarnation != sent.src_incarnation ||
+      (sent.dst_incarnation != 0 && a.src_incarnation != sent.dst_incarnation))
+    return HandshakeError::kStaleIncarnation;
+  if (!params_sane(a.params) || a.params.max_fragments > fragments_fitting(a.params.max_message_size))
+    return HandshakeError::kBadParameter;
+  if (any_raised(a.params, sent.params)) return HandshakeError::kParameterRaised;
+  if (a.params.queue_depth < self.min_queue_depth || a.params.max_fragments < self.min_fragments)
+    return HandshakeError::kBelowMinimum;
+  out = Session{pack_version(a.major, a.minor), checksum, a.params, sent.src_incarnation, a.src_incarnation};
+  return HandshakeError::kOk;
+}
+
+}  // namespace rdmagate::protocol

@@ -1,0 +1,237 @@
+#include "protocol/message.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "protocol/byte_order.hpp"
+#include "protocol/crc32c.hpp"
+
+namespace rdmagate::protocol {
+namespace {
+
+// Byte offsets of the header and bodies (docs/protocol.md, "Message header").
+namespace off {
+inline constexpr std::size_t kMagic = 0;      // u16
+inline constexpr std::size_t kVersion = 2;    // u8
+inline constexpr std::size_t kType = 3;       // u8
+inline constexpr std::size_t kCredits = 4;    // u16
+inline constexpr std::size_t kOpcode = 6;     // u16
+inline constexpr std::size_t kLength = 8;     // u32
+inline constexpr std::size_t kChecksum = 12;  // u32
+inline constexpr std::size_t kSrcStamp = 16;  // u64
+inline constexpr std::size_t kDstStamp = 24;  // u64
+inline constexpr std::size_t kCookie = 32;    // u64
+// chunk requests
+inline constexpr std::size_t kFragCount = 40;  // u16
+inline constexpr std::size_t kChunkRsvd = 42;  // u16, zero
+inline constexpr std::size_t kFragments = 44;  // kFragmentSize each: u64 addr, u32 len, u32 rkey
+// completion
+inline constexpr std::size_t kStatus = 40;     // u32
+inline constexpr std::size_t kByteCount = 44;  // u32
+}  // namespace off
+static_assert(off::kCookie + 8 == kHeaderSize);
+static_assert(off::kFragments == kChunkRequestFixedSize && off::kByteCount + 4 == kCompletionSize);
+
+constexpr std::size_t fixed_size(MessageType t) {
+  switch (t) {
+    case MessageType::kCompletion:
+      return kCompletionSize;
+    case MessageType::kReadChunkRequest:
+    case MessageType::kWriteChunkRequest:
+      return kChunkRequestFixedSize;
+    default:
+      return kHeaderSize;
+  }
+}
+
+// The negotiated fragment limit, never above the compile-time capacity even if a caller builds a
+// Session by hand with a larger value.
+constexpr std::uint16_t fragment_cap(const Session& s) {
+  return std::min(s.params.max_fragments, kMaxFragments);
+}
+
+// CRC32C over the whole message with the checksum field read as zero.
+std::uint32_t message_checksum(const std::uint8_t* p, std::size_t length) {
+  static constexpr std::uint8_t kZeros[4] = {};
+  std::uint32_t c = crc32c({p, off::kChecksum});
+  c = crc32c(kZeros, c);
+  return crc32c({p + off::kChecksum + 4, length - off::kChecksum - 4}, c);
+}
+
+// Shared by encode and decode so both apply identical fragment rules.
+WireError check_fragment(const Fragment& f) {
+  if (f.len == 0) return WireError::kEmptyFragment;
+  if (f.addr > ~std::uint64_t{0} - f.len) return WireError::kFragmentWraps;
+  return WireError::kOk;
+}
+
+}  // namespace
+
+Encoded<WireError> encode_message(const Message& m, const Session& s, std::span<std::uint8_t> out) noexcept {
+  const auto type = static_cast<std::uint8_t>(m.type);
+  if (type < kMessageTypeMin || type > kMessageTypeMax) return {0, WireError::kUnknownType};
+  if (m.credits > s.params.queue_depth) return {0, WireError::kCreditsOverflow};
+  // Bound the payload before any size arithmetic so nothing below can wrap.
+  if (m.payload.size() > s.params.max_message_size) return {0, WireError::kLengthExceedsMax};
+
+  switch (m.type) {
+    case MessageType::kNoop:
+      if (m.opcode != 0 || m.cookie != 0) return {0, WireError::kReservedNotZero};
+      if (!m.payload.empty()) return {0, WireError::kUnexpectedPayload};
+      break;
+    case MessageType::kCompletion:
+      if (!m.payload.empty()) return {0, WireError::kUnexpectedPayload};
+      if (m.byte_count > s.params.max_bulk_size) return {0, WireError::kByteCountTooLarge};
+      break;
+    case MessageType::kReadChunkRequest:
+    case MessageType::kWriteChunkRequest:
+      // Fragments themselves are checked while they are written, below.
+      if (m.chunk.count == 0) return {0, WireError::kNoFragments};
+      if (m.chunk.count > fragment_cap(s)) return {0, WireError::kTooManyFragments};
+      break;
+    default:
+      break;
+  }
+
+  const std::size_t length = encoded_size(m);
+  if (length > s.params.max_message_size) return {0, WireError::kLengthExceedsMax};
+  if (length > out.size()) return {0, WireError::kBufferTooSmall};
+  std::uint8_t* p = out.data();
+
+  // Payload first: if the caller's payload overlaps `out` below its final place, the header
+  // writes that follow must not clobber it before it moves.
+  const std::size_t poff = payload_offset(m.type, m.chunk.count);
+  if (!m.payload.empty() && m.payload.data() != p + poff)
+    std::memmove(p + poff, m.payload.data(), m.payload.size());
+
+  if (is_chunk_request(m.type)) {
+    // One pass validates and writes (on error the output is unspecified anyway).
+    std::uint64_t total = 0;
+    std::uint8_t* f = p + off::kFragments;
+    for (const Fragment& fr : m.chunk.view()) {
+      if (const WireError e = check_fragment(fr); e != WireError::kOk) return {0, e};
+      total += fr.len;
+      le::store<std::uint64_t>(f, fr.addr);
+      le::store<std::uint32_t>(f + 8, fr.len);
+      le::store<std::uint32_t>(f + 12, fr.rkey);
+      f += kFragmentSize;
+    }
+    if (total > s.params.max_bulk_size) return {0, WireError::kBulkTooLarge};
+    le::store<std::uint16_t>(p + off::kFragCount, m.chunk.count);
+    le::store<std::uint16_t>(p + off::kChunkRsvd, 0);
+  } else if (m.type == MessageType::kCompletion) {
+    le::store<std::uint32_t>(p + off::kStatus, m.status);
+    le::store<std::uint32_t>(p + off::kByteCount, m.byte_count);
+  }
+
+  le::store<std::uint16_t>(p + off::kMagic, kMessageMagic);
+  p[off::kVersion] = s.version;
+  p[off::kType] = type;
+  le::store<std::uint16_t>(p + off::kCredits, m.credits);
+  le::store<std::uint16_t>(p + off::kOpcode, m.opcode);
+  le::store<std::uint32_t>(p + off::kLength, static_cast<std::uint32_t>(length));
+  le::store<std::uint32_t>(p + off::kChecksum, 0);
+  le::store<std::uint64_t>(p + off::kSrcStamp, s.local_incarnation);
+  le::store<std::uint64_t>(p + off::kDstStamp, s.peer_incarnation);
+  le::store<std::uint64_t>(p + off::kCookie, m.cookie);
+
+  if (s.checksum) le::store<std::uint32_t>(p + off::kChecksum, crc32c({p, length}));
+  return {length, WireError::kOk};
+}
+
+WireError patch_credits(std::span<std::uint8_t> encoded, std::uint16_t credits, const Session& s) noexcept {
+  if (encoded.size() < kHeaderSize) return WireError::kTruncatedHeader;
+  std::uint8_t* p = encoded.data();
+  const std::uint32_t length = le::load<std::uint32_t>(p + off::kLength);
+  if (length > encoded.size()) return WireError::kLengthExceedsReceived;
+  if (length < encoded.size()) return WireError::kTrailingBytes;
+  if (credits > s.params.queue_depth) return WireError::kCreditsOverflow;
+  le::store<std::uint16_t>(p + off::kCredits, credits);
+  if (s.checksum) {
+    le::store<std::uint32_t>(p + off::kChecksum, 0);
+    le::store<std::uint32_t>(p + off::kChecksum, crc32c({p, length}));
+  }
+  return WireError::kOk;
+}
+
+// Checks run in the order documented in docs/protocol.md ("Decode errors"): framing first, then
+// integrity, then identity, then the body. The first failing check is the one reported.
+WireError decode_message(std::span<const std::uint8_t> rx, const Session& s, Message& out) noexcept {
+  if (rx.size() < kHeaderSize) return WireError::kTruncatedHeader;
+  const std::uint8_t* p = rx.data();
+  if (le::load<std::uint16_t>(p + off::kMagic) != kMessageMagic) return WireError::kBadMagic;
+  if (p[off::kVersion] != s.version) return WireError::kBadVersion;
+  const std::uint8_t type = p[off::kType];
+  if (type < kMessageTypeMin || type > kMessageTypeMax) return WireError::kUnknownType;
+  out.type = static_cast<MessageType>(type);
+
+  const std::uint32_t length = le::load<std::uint32_t>(p + off::kLength);
+  if (length < fixed_size(out.type)) return WireError::kLengthTooSmall;
+  if (length > s.params.max_message_size) return WireError::kLengthExceedsMax;
+  if (length > rx.size()) return WireError::kLengthExceedsReceived;
+  if (length < rx.size()) return WireError::kTrailingBytes;
+
+  const std::uint32_t checksum = le::load<std::uint32_t>(p + off::kChecksum);
+  if (s.checksum) {
+    if (checksum != message_checksum(p, length)) return WireError::kBadChecksum;
+  } else if (checksum != 0) {
+    return WireError::kUnexpectedChecksum;
+  }
+
+  if (le::load<std::uint64_t>(p + off::kSrcStamp) != s.peer_incarnation) return WireError::kStaleSource;
+  if (le::load<std::uint64_t>(p + off::kDstStamp) != s.local_incarnation) return WireError::kStaleDestination;
+  out.credits = le::load<std::uint16_t>(p + off::kCredits);
+  if (out.credits > s.params.queue_depth) return WireError::kCreditsOverflow;
+  out.opcode = le::load<std::uint16_t>(p + off::kOpcode);
+  out.cookie = le::load<std::uint64_t>(p + off::kCookie);
+  out.chunk.count = 0;
+  out.status = 0;
+  out.byte_count = 0;
+  out.payload = {};
+
+  switch (out.type) {
+    case MessageType::kNoop:
+      if (out.opcode != 0 || out.cookie != 0) return WireError::kReservedNotZero;
+      if (length != kHeaderSize) return WireError::kUnexpectedPayload;
+      return WireError::kOk;
+    case MessageType::kCompletion:
+      if (length != kCompletionSize) return WireError::kUnexpectedPayload;
+      out.status = le::load<std::uint32_t>(p + off::kStatus);
+      out.byte_count = le::load<std::uint32_t>(p + off::kByteCount);
+      if (out.byte_count > s.params.max_bulk_size) return WireError::kByteCountTooLarge;
+      return WireError::kOk;
+    case MessageType::kInlineRequest:
+    case MessageType::kInlineResponse:
+      out.payload = rx.subspan(kHeaderSize, length - kHeaderSize);
+      return WireError::kOk;
+    case MessageType::kReadChunkRequest:
+    case MessageType::kWriteChunkRequest:
+      break;
+  }
+
+  const std::uint16_t count = le::load<std::uint16_t>(p + off::kFragCount);
+  if (le::load<std::uint16_t>(p + off::kChunkRsvd) != 0) return WireError::kReservedNotZero;
+  if (count == 0) return WireError::kNoFragments;
+  if (count > fragment_cap(s)) return WireError::kTooManyFragments;
+  // count <= kMaxFragments, so the product is small; length >= kChunkRequestFixedSize was checked.
+  const std::size_t frag_bytes = std::size_t{count} * kFragmentSize;
+  if (frag_bytes > length - kChunkRequestFixedSize) return WireError::kFragmentsTruncated;
+
+  std::uint64_t total = 0;
+  const std::uint8_t* f = p + off::kFragments;
+  for (std::uint16_t i = 0; i < count; ++i, f += kFragmentSize) {
+    Fragment& fr = out.chunk.fragments[i];
+    fr.addr = le::load<std::uint64_t>(f);
+    fr.len = le::load<std::uint32_t>(f + 8);
+    fr.rkey = le::load<std::uint32_t>(f + 12);
+    if (const WireError e = check_fragment(fr); e != WireError::kOk) return e;
+    total += fr.len;
+  }
+  if (total > s.params.max_bulk_size) return WireError::kBulkTooLarge;
+  out.chunk.count = count;
+  const std::size_t poff = kChunkRequestFixedSize + frag_bytes;
+  out.payload = rx.subspan(poff, length - poff);
+  return WireError::kOk;
+}
+
+}  // namespace rdmagate::protocol

@@ -1,0 +1,49 @@
+#pragma once
+// Connection parameters exchanged in the handshake, and the per-connection session that the
+// message codec validates against once the handshake has completed.
+
+#include <algorithm>
+#include <cstdint>
+
+#include "protocol/wire_constants.hpp"
+
+namespace rdmagate::protocol {
+
+// The four negotiable limits. Both directions use the same values after negotiation.
+struct ConnParams {
+  std::uint16_t queue_depth = 0;       // receives each side keeps posted = initial send credits
+  std::uint32_t max_message_size = 0;  // largest message including header: inline threshold, rx buffer size
+  std::uint16_t max_fragments = 0;     // fragments per read/write chunk
+  std::uint32_t max_bulk_size = 0;     // sum of fragment lengths per chunk (and completion byte count)
+
+  friend constexpr bool operator==(const ConnParams&, const ConnParams&) = default;
+};
+
+// Field-wise minimum: the acceptor's rule min(own, peer, device).
+constexpr ConnParams clamp(const ConnParams& a, const ConnParams& b) {
+  return ConnParams{std::min(a.queue_depth, b.queue_depth), std::min(a.max_message_size, b.max_message_size),
+                    std::min(a.max_fragments, b.max_fragments), std::min(a.max_bulk_size, b.max_bulk_size)};
+}
+
+// The protocol's own ceilings, applied on top of any offer.
+inline constexpr ConnParams kParamCaps{kMaxQueueDepthCap, kMaxMessageSizeCap, kMaxFragments, 0xffffffffu};
+
+// A parameter set a peer may sensibly offer: nothing zero and messages big enough to carry a
+// one-fragment chunk request. Values above the caps are sane; they get clamped.
+constexpr bool params_sane(const ConnParams& p) {
+  return p.queue_depth >= 1 && p.max_message_size >= kMinMessageSize && p.max_fragments >= 1 &&
+         p.max_bulk_size >= 1;
+}
+
+// What the message codec needs to know about one established connection.
+struct Session {
+  std::uint8_t version = pack_version(kProtocolMajor, kProtocolMinor);  // negotiated; on every header
+  bool checksum = false;                // CRC32C on every message (negotiated; off by default)
+  ConnParams params;                    // negotiated limits, identical on both sides
+  std::uint64_t local_incarnation = 0;  // our stamp: expected as destination of every received message
+  std::uint64_t peer_incarnation = 0;   // peer's stamp from the handshake: expected as source
+
+  friend constexpr bool operator==(const Session&, const Session&) = default;
+};
+
+}  // namespace rdmagate::protocol

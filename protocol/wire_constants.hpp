@@ -1,0 +1,83 @@
+#pragma once
+// Compile-time constants of the rdmagate wire protocol (handshake private data and message
+// framing). Every number a peer must agree on lives here; docs/protocol.md is the prose version.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace rdmagate::protocol {
+
+// ---- versions -------------------------------------------------------------------------------
+// The major changes only for incompatible layouts. Minors are negotiated: each side advertises a
+// 16-bit mask of the minors it speaks and the highest common one wins (RDS style).
+inline constexpr std::uint8_t kProtocolMajor = 1;
+inline constexpr std::uint8_t kProtocolMinor = 0;              // highest minor we speak
+inline constexpr std::uint16_t kSupportedMinorMask = 1u << 0;  // bit i set: we speak minor i
+inline constexpr unsigned kMaxMinor = 15;                      // a u16 mask holds minors 0..15
+
+static_assert(kProtocolMajor >= 1 && kProtocolMajor <= 15, "major must fit the header's high nibble");
+static_assert(kProtocolMinor <= kMaxMinor, "minor must fit the header's low nibble and the mask");
+static_assert((kSupportedMinorMask >> kProtocolMinor) == 1u, "our highest minor must be the mask's top bit");
+
+// Message headers carry the negotiated version as one byte: major in the high nibble.
+constexpr std::uint8_t pack_version(std::uint8_t major, std::uint8_t minor) {
+  return static_cast<std::uint8_t>((major << 4) | (minor & 0x0f));
+}
+
+// ---- rdma_cm private-data limits (IB and RoCE; iWARP/MPA allows more) ------------------------
+// The IB CM REQ/REP/REJ MADs carry 92/196/148 bytes of private data; rdma_cm spends 36 of the
+// REQ's bytes on its own header, leaving 56. Our bodies must fit the smallest of these.
+inline constexpr std::size_t kCmConnectRequestPrivateDataMax = 56;
+inline constexpr std::size_t kCmAcceptPrivateDataMax = 196;
+inline constexpr std::size_t kCmRejectPrivateDataMax = 148;
+
+// ---- handshake bodies --------------------------------------------------------------------------
+inline constexpr std::uint32_t kHandshakeMagic = 0x53484752;  // bytes on the wire: 'R' 'G' 'H' 'S'
+inline constexpr std::size_t kConnectRequestSize = 40;
+inline constexpr std::size_t kConnectAcceptSize = 40;
+inline constexpr std::size_t kConnectRejectSize = 44;
+inline constexpr std::size_t kMaxHandshakeSize = 44;  // a buffer this big holds any body
+inline constexpr std::uint8_t kHandshakeFlagChecksum = 1u
+                                                       << 0;  // request: "I want CRC32C"; accept: "CRC32C on"
+inline constexpr std::uint8_t kHandshakeFlagsKnown = kHandshakeFlagChecksum;  // defined in minor 0
+
+static_assert(kConnectRequestSize <= kCmConnectRequestPrivateDataMax, "request exceeds the IB CM REQ limit");
+static_assert(kConnectAcceptSize <= kCmAcceptPrivateDataMax, "accept exceeds the IB CM REP limit");
+static_assert(kConnectRejectSize <= kCmRejectPrivateDataMax, "reject exceeds the IB CM REJ limit");
+static_assert(kMaxHandshakeSize >= kConnectRequestSize && kMaxHandshakeSize >= kConnectAcceptSize &&
+              kMaxHandshakeSize >= kConnectRejectSize);
+
+// ---- message framing ---------------------------------------------------------------------------
+inline constexpr std::uint16_t kMessageMagic = 0x4752;  // bytes on the wire: 'R' 'G'
+inline constexpr std::size_t kHeaderSize = 40;
+inline constexpr std::size_t kChunkHeaderSize = 4;  // u16 fragment count + u16 reserved
+inline constexpr std::size_t kFragmentSize = 16;    // u64 addr + u32 len + u32 rkey
+inline constexpr std::size_t kChunkRequestFixedSize = kHeaderSize + kChunkHeaderSize;
+inline constexpr std::size_t kCompletionBodySize = 8;  // u32 status + u32 byte count
+inline constexpr std::size_t kCompletionSize = kHeaderSize + kCompletionBodySize;
+
+// Compile-time capacity of a decoded chunk. The negotiated fragment count never exceeds it, so a
+// wire count is always checked against a fixed bound before it indexes anything.
+inline constexpr std::uint16_t kMaxFragments = 16;
+
+// Limits on negotiable parameters. A peer offering less than the minimum is talking nonsense; a
+// peer offering more than the cap is clamped like any other over-offer.
+inline constexpr std::uint32_t kMinMessageSize = 64;           // holds a 1-fragment chunk request
+inline constexpr std::uint32_t kMaxMessageSizeCap = 1u << 20;  // receive buffers are per-connection memory
+inline constexpr std::uint16_t kMaxQueueDepthCap = 0xffff;     // the credits field is 16 bits wide
+
+static_assert(kHeaderSize <= 40, "the hot path pays for every header byte");
+static_assert(kMinMessageSize >= kChunkRequestFixedSize + kFragmentSize);
+static_assert(kMinMessageSize >= kCompletionSize);
+static_assert(kChunkRequestFixedSize + kMaxFragments * kFragmentSize <= kMaxMessageSizeCap);
+static_assert(kMaxFragments > 0 && kMaxFragments <= 0xffff);
+
+// Largest fragment count a chunk request of `message_size` bytes can carry.
+constexpr std::uint16_t fragments_fitting(std::uint32_t message_size) {
+  if (message_size < kChunkRequestFixedSize) return 0;
+  const std::size_t n = (message_size - kChunkRequestFixedSize) / kFragmentSize;
+  return static_cast<std::uint16_t>(n < kMaxFragments ? n : kMaxFragments);
+}
+static_assert(fragments_fitting(kMinMessageSize) >= 1);
+
+}  // namespace rdmagate::protocol
