@@ -1,0 +1,154 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "conf/cpuset.hpp"
+#include "conf/net.hpp"
+
+// The effective configuration of one rdmagate process: plain values only, every member holding its
+// default until a file or an override says otherwise. conf/README.md is the reference for each key
+// (units, ranges, reload behaviour); the defaults below and the table there are kept in step by a test.
+namespace rdmagate::conf {
+
+// DPDK's RTE_MAX_LCORE in Debian 12's build: lcore ids at or above it are rejected by rte_eal_init.
+inline constexpr std::uint32_t kMaxLcores = 128;
+
+inline constexpr std::uint64_t kKiB = 1024;
+inline constexpr std::uint64_t kMiB = 1024 * kKiB;
+
+// The names avoid "on"/"off": YAML 1.1 tools read those as booleans.
+enum class HugepageMode : std::uint8_t {
+  kAuto,      // use hugepages when EAL finds them; otherwise run with --no-huge after one warning
+  kRequired,  // startup fails without hugepages
+  kDisabled,  // always --no-huge (development, containers without hugetlbfs)
+};
+
+enum class IdlePolicy : std::uint8_t {
+  kBusy,   // spin: lowest latency, the core shows 100% busy
+  kPause,  // spin with a pause instruction between empty polls: same latency class, less power
+  kYield,  // sched_yield() after an empty burst: shares the core, costs microseconds of latency
+};
+
+enum class StoreBackend : std::uint8_t {
+  kEmbedded,  // the in-hugepage store shared by all data-plane cores
+};
+
+enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError };
+enum class LogFormat : std::uint8_t { kLogfmt, kJson };
+
+std::string_view toString(HugepageMode v) noexcept;
+std::string_view toString(IdlePolicy v) noexcept;
+std::string_view toString(StoreBackend v) noexcept;
+std::string_view toString(LogLevel v) noexcept;
+std::string_view toString(LogFormat v) noexcept;
+
+struct EalConfig {
+  // Every lcore EAL starts (-l). Empty in a file means "derive it": main_lcore plus dataplane.cores. The
+  // loader always resolves it, so a loaded Config never has it empty.
+  CpuSet lcores;
+  std::uint32_t main_lcore = 0;  // runs the control plane (rdma_cm, timers); never polls a CQ
+  HugepageMode hugepages = HugepageMode::kAuto;
+  std::string hugepage_dir;      // --huge-dir; empty: EAL picks the mounted hugetlbfs
+  std::uint32_t memory_mib = 0;  // -m; 0: the engine sizes it from the store and the per-core pools
+  std::string file_prefix = "rdmagate";
+  // --in-memory: no files under /var/run/dpdk, so several gateways can share a host. We never start
+  // DPDK secondary processes, which are the only thing it takes away.
+  bool in_memory = true;
+
+  bool operator==(const EalConfig&) const = default;
+};
+
+struct DeviceConfig {
+  std::string name = "auto";  // an ibv device name (mlx5_0, rxe0) or "auto": the only device present
+  std::uint32_t port = 1;     // ibv port number, 1-based
+
+  bool operator==(const DeviceConfig&) const = default;
+};
+
+struct ListenConfig {
+  std::vector<IpAddress> addresses{IpAddress::v4Any()};
+  std::uint16_t port = 7471;
+  std::uint32_t backlog = 128;  // rdma_listen() backlog: connection requests not yet handled
+
+  bool operator==(const ListenConfig&) const = default;
+};
+
+struct DataplaneConfig {
+  CpuSet cores{1};
+  std::uint32_t queue_depth = 64;               // credits per connection, each one receive buffer
+  std::uint32_t inline_threshold_bytes = 4096;  // largest message sent in one SEND (= receive buffer size)
+  std::uint32_t send_inline_bytes = 236;        // payloads up to this go IBV_SEND_INLINE (perftest's default)
+  std::uint32_t max_fragments = 16;             // fragments per read or write chunk
+  std::uint32_t signal_interval = 16;           // one signaled send per N
+  std::uint32_t poll_burst = 32;                // completions per ibv_poll_cq call
+  std::uint32_t control_check_interval = 16;    // loop iterations between control-ring checks
+  std::uint32_t max_connections_per_core = 64;  // sizes the per-core pools, allocated once at startup
+  IdlePolicy idle_policy = IdlePolicy::kBusy;
+
+  bool operator==(const DataplaneConfig&) const = default;
+};
+
+struct ProtocolConfig {
+  std::uint32_t keepalive_ms = 1000;           // idle time before a keepalive NOOP goes out
+  std::uint32_t dead_peer_timeout_ms = 10000;  // silence after which the peer is declared dead
+  std::uint32_t reconnect_min_ms = 100;        // first reconnect delay; doubles per failure
+  std::uint32_t reconnect_max_ms = 5000;       // cap of the reconnect delay
+  std::uint32_t handshake_timeout_ms = 10000;  // address/route resolution plus connect, per attempt
+  bool checksum = false;                       // message payload checksums
+
+  bool operator==(const ProtocolConfig&) const = default;
+};
+
+struct StoreConfig {
+  StoreBackend backend = StoreBackend::kEmbedded;
+  std::uint64_t capacity_mib = 256;
+  std::uint64_t max_value_bytes = 4 * kMiB;
+
+  bool operator==(const StoreConfig&) const = default;
+};
+
+struct TelemetryConfig {
+  bool enabled = true;
+  IpAddress bind_address = IpAddress::v4(127, 0, 0, 1);
+  std::uint16_t port = 9464;  // 0: any free port (tests)
+  // /healthz fails when a data-plane core has not completed a loop iteration for this long.
+  std::uint32_t core_stall_ms = 1000;
+
+  bool operator==(const TelemetryConfig&) const = default;
+};
+
+// Private (RFC 1918, RFC 4193), link-local and loopback ranges: enough for a lab fabric or the rxe
+// guest, never the open internet by accident.
+std::vector<Cidr> defaultAllowedClients();
+
+struct SecurityConfig {
+  std::vector<Cidr> allowed_clients = defaultAllowedClients();  // empty: every client is rejected
+
+  bool operator==(const SecurityConfig&) const = default;
+};
+
+struct LoggingConfig {
+  LogLevel level = LogLevel::kInfo;
+  LogFormat format = LogFormat::kLogfmt;
+
+  bool operator==(const LoggingConfig&) const = default;
+};
+
+struct Config {
+  EalConfig eal;
+  DeviceConfig device;
+  ListenConfig listen;
+  DataplaneConfig dataplane;
+  ProtocolConfig protocol;
+  StoreConfig store;
+  TelemetryConfig telemetry;
+  SecurityConfig security;
+  LoggingConfig logging;
+
+  bool operator==(const Config&) const = default;
+};
+
+}  // namespace rdmagate::conf

@@ -1,0 +1,336 @@
+#include "conf/loader.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <new>
+#include <set>
+#include <tuple>
+
+#include "conf/detail/checks.hpp"
+#include "conf/detail/keys.hpp"
+
+namespace rdmagate::conf {
+namespace {
+
+using detail::Diagnostics;
+
+std::vector<std::string_view> leafNames(std::string_view section) {
+  std::vector<std::string_view> out;
+  for (const detail::Key* k : detail::allKeys()) {
+    if (k->section() == section) out.push_back(k->name());
+  }
+  return out;
+}
+
+std::vector<std::string_view> allPaths() {
+  std::vector<std::string_view> out;
+  for (const detail::Key* k : detail::allKeys()) out.push_back(k->path());
+  return out;
+}
+
+// "did you mean" for a key that is not in the schema: a sibling with a near name first, then the same
+// name in another section (the key was put under the wrong heading).
+std::string unknownKeyMessage(std::string_view section, std::string_view name) {
+  std::string msg = "unknown key";
+  if (std::string near = detail::closestMatch(name, leafNames(section)); !near.empty()) {
+    return msg + "; did you mean " + std::string(section) + "." + near + "?";
+  }
+  for (const detail::Key* k : detail::allKeys()) {
+    if (k->name() == name) return msg + "; did you mean " + std::string(k->path()) + "?";
+  }
+  return msg + " in section " + std::string(section);
+}
+
+std::string unknownSectionMessage(std::string_view name) {
+  for (const detail::Key* k : detail::allKeys()) {
+    if (k->name() == name) {
+      return "unknown section; " + std::string(name) + " is a key: did you mean " + std::string(k->path()) +
+             "?";
+    }
+  }
+  std::string msg = "unknown section";
+  if (std::string near = detail::closestMatch(name, schemaSections()); !near.empty()) {
+    msg += "; did you mean " + near + "?";
+  } else {
+    msg += "; sections are";
+    for (std::string_view s : schemaSections()) msg += " " + std::string(s);
+  }
+  return msg;
+}
+
+// A mapping key must be a plain word. Reports and returns false otherwise.
+bool keyName(const YAML::Node& key, const Origin& at, std::string_view parent, Diagnostics& diag,
+             std::string* name) {
+  if (!key.IsScalar()) {
+    diag.error(at, std::string(parent), "a key must be a plain name, not a list or mapping");
+    return false;
+  }
+  *name = key.Scalar();
+  if (*name == "<<") {
+    diag.error(at, std::string(parent), "merge keys (<<) are not supported; repeat the settings");
+    return false;
+  }
+  return true;
+}
+
+class Loader {
+ public:
+  Loader(std::string_view source, const LoadOptions& options)
+      : source_(source), options_(options), out_{Config{}, ConfigOrigins(std::string(source))} {}
+
+  Result<LoadedConfig> run(std::string_view text) {
+    parseText(text);
+    applyOverrides();
+    // Without a readable document there is nothing to cross-check: the defaults would only produce noise.
+    if (!document_failed_) {
+      detail::validateInto(out_.config, out_.origins, options_.host, diag_.failedKeys(), diag_.errors());
+    }
+    if (!diag_.errors().empty()) {
+      detail::sortErrors(diag_.errors());
+      return std::move(diag_.errors());
+    }
+    EalConfig& eal = out_.config.eal;
+    if (eal.lcores.empty()) {
+      eal.lcores = out_.config.dataplane.cores;
+      eal.lcores.insert(eal.main_lcore);
+    }
+    return std::move(out_);
+  }
+
+ private:
+  void fail(std::string message) {
+    document_failed_ = true;
+    diag_.error(fileOrigin(0, 0), "", std::move(message));
+  }
+
+  Origin fileOrigin(int line, int column) const { return Origin{OriginKind::kFile, source_, line, column}; }
+  Origin at(const YAML::Node& n) const { return detail::originOf(fileOrigin(0, 0), n); }
+
+  void parseText(std::string_view text) {
+    if (text.size() > kMaxConfigBytes) {
+      fail("file is " + std::to_string(text.size()) + " bytes; a config file is at most " +
+           std::to_string(kMaxConfigBytes));
+      return;
+    }
+    try {
+      std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
+      if (docs.size() > 1) {
+        document_failed_ = true;
+        diag_.error(at(docs[1]), "",
+                    "a config file holds one YAML document; found " + std::to_string(docs.size()));
+        return;
+      }
+      if (docs.empty() || docs[0].IsNull()) return;  // empty file or only comments: all defaults
+      if (!checkQuotes(text, docs[0])) return;
+      parseRoot(docs[0]);
+    } catch (const YAML::Exception& e) {
+      // Marks are 0-based; a mark of -1 means yaml-cpp did not know the position.
+      document_failed_ = true;
+      diag_.error(
+          fileOrigin(e.mark.line >= 0 ? e.mark.line + 1 : 0, e.mark.column >= 0 ? e.mark.column + 1 : 0), "",
+          "invalid YAML: " + e.msg);
+    } catch (const std::bad_alloc&) {
+      fail("out of memory while parsing");
+    } catch (const std::exception& e) {
+      fail(std::string("internal error while parsing: ") + e.what());
+    }
+  }
+
+  // yaml-cpp 0.7 ends an unterminated quoted scalar at end of file instead of failing, which would fold
+  // the rest of the file into one string value. Each quoted scalar's closing quote is looked for in the
+  // source; only a scalar whose opening quote is seen at its mark and never closed is reported.
+  bool checkQuotes(std::string_view text, const YAML::Node& root) {
+    std::vector<std::size_t> line_start{0};
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      if (text[i] == '\n') line_start.push_back(i + 1);
+    }
+    auto closed = [&](std::size_t open) {
+      char q = text[open];
+      for (std::size_t i = open + 1; i < text.size(); ++i) {
+        if (q == '"' && text[i] == '\\') {
+          ++i;
+        } else if (text[i] == q) {
+          if (q == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+            ++i;  // '' is an escaped quote inside single quotes
+          } else {
+            return true;
+          }
+        }
+      }
+      return false;
+    };
+    bool ok = true;
+    std::vector<YAML::Node> stack{root};
+    // Aliases share nodes; visiting each node once keeps a "billion laughs" file linear. A node is
+    // identified by where it starts and its kind (a block mapping starts where its first key does).
+    std::set<std::tuple<int, int, int>> seen;
+    while (!stack.empty() && ok) {
+      YAML::Node n = stack.back();
+      stack.pop_back();
+      if (!seen.emplace(n.Mark().line, n.Mark().column, static_cast<int>(n.Type())).second) continue;
+      if (n.IsMap()) {
+        for (auto it = n.begin(); it != n.end(); ++it) {
+          stack.push_back(it->first);
+          stack.push_back(it->second);
+        }
+      } else if (n.IsSequence()) {
+        for (const auto& item : n) stack.push_back(item);
+      } else if (n.IsScalar() && n.Tag() == "!") {
+        const YAML::Mark m = n.Mark();
+        if (m.line < 0 || static_cast<std::size_t>(m.line) >= line_start.size()) continue;
+        std::size_t open = line_start[static_cast<std::size_t>(m.line)] + static_cast<std::size_t>(m.column);
+        if (open < text.size() && (text[open] == '"' || text[open] == '\'') && !closed(open)) {
+          document_failed_ = true;
+          diag_.error(at(n), "", "invalid YAML: unterminated quoted string");
+          ok = false;
+        }
+      }
+    }
+    return ok;
+  }
+
+  void parseRoot(const YAML::Node& root) {
+    if (!root.IsMap()) {
+      document_failed_ = true;
+      diag_.error(at(root), "",
+                  "the top level must be a mapping of sections (eal, device, listen, ...), not a " +
+                      std::string(root.IsSequence() ? "list" : "single value"));
+      return;
+    }
+    std::map<std::string, int> seen;
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      Origin key_at = at(it->first);
+      std::string name;
+      if (!keyName(it->first, key_at, "", diag_, &name)) continue;
+      if (auto [pos, fresh] = seen.emplace(name, key_at.line); !fresh) {
+        diag_.error(key_at, name, "duplicate section (first at line " + std::to_string(pos->second) + ")");
+        continue;
+      }
+      if (!detail::isSection(name)) {
+        diag_.error(key_at, name, unknownSectionMessage(name));
+        continue;
+      }
+      const YAML::Node body = it->second;  // a copy: it-> yields a temporary proxy
+      if (body.IsNull()) continue;         // "eal:" with nothing under it: every key keeps its default
+      if (!body.IsMap()) {
+        diag_.error(key_at, name,
+                    "expected a mapping of keys, got " +
+                        std::string(body.IsSequence() ? "a list" : "a single value"));
+        for (const detail::Key* k : detail::allKeys()) {
+          if (k->section() == name) diag_.markFailed(k->path());
+        }
+        continue;
+      }
+      parseSection(name, body);
+    }
+  }
+
+  void parseSection(const std::string& section, const YAML::Node& body) {
+    std::map<std::string, int> seen;
+    for (auto it = body.begin(); it != body.end(); ++it) {
+      Origin key_at = at(it->first);
+      std::string name;
+      if (!keyName(it->first, key_at, section, diag_, &name)) continue;
+      const std::string path = section + "." + name;
+      if (auto [pos, fresh] = seen.emplace(name, key_at.line); !fresh) {
+        diag_.error(key_at, path, "duplicate key (first at line " + std::to_string(pos->second) + ")");
+        diag_.markFailed(path);
+        continue;
+      }
+      const detail::Key* key = detail::findKey(path);
+      if (key == nullptr) {
+        diag_.error(key_at, path, unknownKeyMessage(section, name));
+        continue;
+      }
+      if (!key->parse(it->second, key_at, out_.config, out_.origins, diag_)) diag_.markFailed(path);
+    }
+  }
+
+  void applyOverrides() {
+    for (const std::string& text : options_.overrides) {
+      const Origin origin{OriginKind::kOverride, text, 0, 0};
+      std::size_t eq = text.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        diag_.error(origin, "", "expected key=value, e.g. --set dataplane.queue_depth=256");
+        continue;
+      }
+      const std::string path = text.substr(0, eq);
+      const detail::Key* key = detail::findKey(path);
+      if (key == nullptr) {
+        std::string msg = "unknown key";
+        if (detail::isSection(path)) {
+          msg = "is a section; set one key at a time, e.g. --set " + path + "." +
+                std::string(leafNames(path).front()) + "=...";
+        } else if (std::string near = detail::closestMatch(path, allPaths()); !near.empty()) {
+          msg += "; did you mean " + near + "?";
+        }
+        diag_.error(origin, path, msg);
+        continue;
+      }
+      YAML::Node value;
+      try {
+        value = YAML::Load(text.substr(eq + 1));
+      } catch (const YAML::Exception& e) {
+        diag_.error(origin, path, "invalid YAML value: " + e.msg);
+        diag_.markFailed(path);
+        continue;
+      } catch (const std::exception& e) {
+        diag_.error(origin, path, std::string("invalid value: ") + e.what());
+        diag_.markFailed(path);
+        continue;
+      }
+      // A later valid override repairs an earlier bad one, like a later line would.
+      if (key->parse(value, origin, out_.config, out_.origins, diag_)) {
+        diag_.clearFailed(path);
+      } else {
+        diag_.markFailed(path);
+      }
+    }
+  }
+
+  std::string source_;
+  const LoadOptions& options_;
+  LoadedConfig out_;
+  Diagnostics diag_;
+  bool document_failed_ = false;
+};
+
+}  // namespace
+
+Result<LoadedConfig> loadConfigText(std::string_view yaml, std::string_view source_name,
+                                    const LoadOptions& options) {
+  try {
+    return Loader(source_name, options).run(yaml);
+  } catch (const std::exception& e) {
+    // Only allocation can get here; keep the promise that nothing escapes.
+    return std::vector<ConfigError>{ConfigError{Origin{OriginKind::kFile, std::string(source_name), 0, 0}, "",
+                                                std::string("error: ") + e.what()}};
+  }
+}
+
+Result<LoadedConfig> loadConfigFile(const std::string& path, const LoadOptions& options) {
+  auto cannot = [&](const std::string& why) -> Result<LoadedConfig> {
+    return std::vector<ConfigError>{
+        ConfigError{Origin{OriginKind::kFile, path, 0, 0}, "", "cannot read: " + why}};
+  };
+  try {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return cannot(std::strerror(errno));
+    std::string text;
+    char buf[8192];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+      text.append(buf, static_cast<std::size_t>(in.gcount()));
+      if (text.size() > kMaxConfigBytes) break;  // loadConfigText reports the size
+    }
+    if (in.bad()) return cannot(std::strerror(errno));
+    return loadConfigText(text, path, options);
+  } catch (const std::exception& e) {
+    return cannot(e.what());
+  }
+}
+
+}  // namespace rdmagate::conf

@@ -1,0 +1,391 @@
+// Consistency checks across keys, host checks and device checks. Every test asserts the exact line an
+// operator sees, so the blamed key, its line and the quoted other key are all pinned.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "helpers.hpp"
+
+namespace rdmagate::conf {
+namespace {
+
+using ::testing::ElementsAre;
+using testing::errorsOf;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::load;
+
+// --- cores -------------------------------------------------------------------------------------------
+
+TEST(Cores, MainLcoreAmongDataplaneCoresBlamesTheCoresWhenOnlyTheyWereSet) {
+  EXPECT_THAT(
+      errorsOf("dataplane:\n  cores: [0, 1]\n"),
+      ElementsAre("conf/x.yaml:2:11: dataplane.cores: includes cpu 0, which is eal.main_lcore = 0 (default); "
+                  "the main lcore runs the control plane and cannot also poll"));
+}
+
+TEST(Cores, MainLcoreAmongDataplaneCoresBlamesTheMainLcoreWhenSet) {
+  EXPECT_THAT(
+      errorsOf("eal:\n  main_lcore: 1\n"),
+      ElementsAre("conf/x.yaml:2:3: eal.main_lcore: cpu 1 is also a data-plane core in dataplane.cores = [1] "
+                  "(default); the main lcore runs the control plane and cannot also poll"));
+}
+
+TEST(Cores, CoreThatDoesNotExistOnThisHost) {
+  EXPECT_THAT(
+      errorsOf("dataplane:\n  cores:\n    - 1\n    - 17\n"),
+      ElementsAre(
+          "conf/x.yaml:4:7: dataplane.cores: cpu 17 does not exist on this host (online cpus: 0-15)"));
+}
+
+TEST(Cores, CoreFromACpulistStringPointsAtTheKey) {
+  EXPECT_THAT(
+      errorsOf("dataplane:\n  cores: 14-17\n"),
+      ElementsAre(
+          "conf/x.yaml:2:3: dataplane.cores: cpu 16 does not exist on this host (online cpus: 0-15)",
+          "conf/x.yaml:2:3: dataplane.cores: cpu 17 does not exist on this host (online cpus: 0-15)"));
+}
+
+TEST(Cores, MainLcoreThatDoesNotExist) {
+  EXPECT_THAT(
+      errorsOf("eal:\n  main_lcore: 20\n"),
+      ElementsAre("conf/x.yaml:2:3: eal.main_lcore: cpu 20 does not exist on this host (online cpus: 0-15)"));
+}
+
+TEST(Cores, OfflineCpuInTheMiddle) {
+  HostFacts h;
+  h.online_cpus = CpuSet{0, 1, 3};
+  EXPECT_THAT(
+      errorsOf("dataplane:\n  cores: [2, 3]\n", {}, h),
+      ElementsAre(
+          "conf/x.yaml:2:11: dataplane.cores: cpu 2 does not exist on this host (online cpus: 0-1,3)"));
+}
+
+TEST(Cores, DefaultCoreOnASingleCpuHostNamesTheFileAndSaysDefault) {
+  HostFacts h;
+  h.online_cpus = CpuSet{0};
+  EXPECT_THAT(
+      errorsOf("", {}, h),
+      ElementsAre(
+          "conf/x.yaml: dataplane.cores (default): cpu 1 does not exist on this host (online cpus: 0)"));
+}
+
+TEST(Cores, CoreOutsideTheProcessAffinity) {
+  HostFacts h = testing::host16();
+  h.allowed_cpus = CpuSet{0, 1, 2};
+  EXPECT_THAT(errorsOf("dataplane:\n  cores: [1, 2, 3]\n", {}, h),
+              ElementsAre("conf/x.yaml:2:17: dataplane.cores: cpu 3 is outside this process's CPU affinity "
+                          "(allowed: 0-2)"));
+}
+
+TEST(Cores, UnknownHostSkipsTheHostChecks) {
+  EXPECT_THAT(errorsOf("eal:\n  main_lcore: 100\ndataplane:\n  cores: [101]\n", {}, HostFacts{}), IsEmpty());
+}
+
+TEST(Cores, CoreAboveRteMaxLcore) {
+  EXPECT_THAT(errorsOf("dataplane:\n  cores: [1, 128]\n"),
+              ElementsAre("conf/x.yaml:2:14: dataplane.cores: cpu 128 is out of range [0, 127]"));
+  EXPECT_THAT(errorsOf("eal:\n  main_lcore: 128\n"),
+              ElementsAre("conf/x.yaml:2:3: eal.main_lcore: 128 is out of range [0, 127]"));
+}
+
+TEST(Cores, CoreListedTwice) {
+  EXPECT_THAT(errorsOf("dataplane:\n  cores: [1, 2, 1]\n"),
+              ElementsAre("conf/x.yaml:2:17: dataplane.cores: cpu 1 is listed twice"));
+  EXPECT_THAT(errorsOf("dataplane:\n  cores: \"1-3,2\"\n"),
+              ElementsAre("conf/x.yaml:2:3: dataplane.cores: \"1-3,2\": cpu 2 is listed twice"));
+}
+
+TEST(Cores, EmptyCoreList) {
+  EXPECT_THAT(errorsOf("dataplane:\n  cores: []\n"),
+              ElementsAre("conf/x.yaml:2:3: dataplane.cores: needs at least one cpu"));
+}
+
+TEST(Cores, BadCpulistStrings) {
+  EXPECT_THAT(errorsOf("dataplane:\n  cores: 3-1\n"),
+              ElementsAre("conf/x.yaml:2:3: dataplane.cores: \"3-1\": range \"3-1\" is descending"));
+  EXPECT_THAT(errorsOf("dataplane:\n  cores: \"1,,2\"\n"),
+              ElementsAre(HasSubstr("\"\" is not a cpu number")));
+  EXPECT_THAT(errorsOf("dataplane:\n  cores: one\n"), ElementsAre(HasSubstr("\"one\" is not a cpu number")));
+  EXPECT_THAT(errorsOf("dataplane:\n  cores: [1, a]\n"),
+              ElementsAre("conf/x.yaml:2:14: dataplane.cores: expected an integer, got \"a\""));
+}
+
+TEST(Cores, CpulistFormsAreEquivalent) {
+  auto a = load("dataplane:\n  cores: [1, 2, 3, 5]\n");
+  auto b = load("dataplane:\n  cores: 1-3,5\n");
+  auto c = load("dataplane:\n  cores: \" 1 - 3 , 5 \"\n");
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->config.dataplane.cores, (CpuSet{1, 2, 3, 5}));
+  EXPECT_EQ(a->config, b->config);
+  EXPECT_EQ(a->config, c->config);
+}
+
+TEST(Cores, SingleCoreAsAPlainInteger) {
+  auto r = load("dataplane:\n  cores: 7\n");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->config.dataplane.cores, (CpuSet{7}));
+  EXPECT_EQ(r->config.eal.lcores, (CpuSet{0, 7}));
+}
+
+TEST(Cores, ExplicitLcoresMustMatch) {
+  EXPECT_THAT(
+      errorsOf("eal:\n  lcores: [0, 1]\ndataplane:\n  cores: [1, 2]\n"),
+      ElementsAre(
+          "conf/x.yaml:2:3: eal.lcores: does not include data-plane core 2 of dataplane.cores = [1, 2] "
+          "(line 4)"));
+  EXPECT_THAT(
+      errorsOf("eal:\n  lcores: [1]\n"),
+      ElementsAre(
+          "conf/x.yaml:2:3: eal.lcores: does not include the main lcore, eal.main_lcore = 0 (default)"));
+  EXPECT_THAT(
+      errorsOf("eal:\n  lcores: [0, 1, 5]\n"),
+      ElementsAre(
+          "conf/x.yaml:2:18: eal.lcores: cpu 5 is neither eal.main_lcore nor a data-plane core, so its "
+          "lcore would idle; write auto to derive the list"));
+  auto ok = load("eal:\n  lcores: 0-2\ndataplane:\n  cores: [1, 2]\n");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->config.eal.lcores, (CpuSet{0, 1, 2}));
+}
+
+TEST(Cores, EmptyLcoresListIsAnError) {
+  EXPECT_THAT(
+      errorsOf("eal:\n  lcores: []\n"),
+      ElementsAre("conf/x.yaml:2:3: eal.lcores: an empty list starts no lcore; omit the key or write auto"));
+}
+
+// --- eal -----------------------------------------------------------------------------------------------
+
+TEST(Eal, InMemoryWithHugepagesDisabledBlamesHugepagesWhenInMemoryIsDefault) {
+  EXPECT_THAT(
+      errorsOf("eal:\n  hugepages: disabled\n"),
+      ElementsAre("conf/x.yaml:2:3: eal.hugepages: disabled conflicts with eal.in_memory = true (default); "
+                  "DPDK 22.11 rejects --in-memory with --no-huge: set eal.in_memory: false"));
+}
+
+TEST(Eal, InMemoryWithHugepagesDisabledBlamesInMemoryWhenBothSet) {
+  EXPECT_THAT(
+      errorsOf("eal:\n  hugepages: disabled\n  in_memory: true\n"),
+      ElementsAre(
+          "conf/x.yaml:3:3: eal.in_memory: true needs hugepages, but eal.hugepages = disabled (line 2); "
+          "DPDK 22.11 rejects --in-memory with --no-huge: set it to false"));
+}
+
+TEST(Eal, HugepageDirWithHugepagesDisabled) {
+  EXPECT_THAT(
+      errorsOf("eal:\n  hugepages: disabled\n  in_memory: false\n  hugepage_dir: /dev/hugepages\n"),
+      ElementsAre("conf/x.yaml:4:3: eal.hugepage_dir: is set, but eal.hugepages = disabled (line 2) uses no "
+                  "hugepages"));
+}
+
+TEST(Eal, StoreDoesNotFitInEalMemory) {
+  EXPECT_THAT(
+      errorsOf("eal:\n  memory_mib: 256\n"),
+      ElementsAre("conf/x.yaml:2:3: eal.memory_mib: 256 MiB cannot hold the store, store.capacity_mib = 256 "
+                  "(default), plus the per-core pools"));
+  EXPECT_THAT(
+      errorsOf("eal:\n  memory_mib: 512\nstore:\n  capacity_mib: 600\n"),
+      ElementsAre(
+          "conf/x.yaml:4:3: store.capacity_mib: 600 MiB does not fit in eal.memory_mib = 512 (line 2), "
+          "which also holds the per-core pools"));
+  EXPECT_THAT(errorsOf("eal:\n  memory_mib: 512\n"), IsEmpty());
+}
+
+// --- dataplane -------------------------------------------------------------------------------------------
+
+TEST(Dataplane, SignalIntervalNotBelowQueueDepth) {
+  EXPECT_THAT(
+      errorsOf("dataplane:\n  signal_interval: 64\n"),
+      ElementsAre("conf/x.yaml:2:3: dataplane.signal_interval: 64 must be below dataplane.queue_depth = 64 "
+                  "(default), or unsignaled sends can overflow the send queue"));
+}
+
+TEST(Dataplane, QueueDepthBelowSignalIntervalBlamesTheQueueDepth) {
+  EXPECT_THAT(
+      errorsOf("dataplane:\n  queue_depth: 8\n"),
+      ElementsAre("conf/x.yaml:2:3: dataplane.queue_depth: 8 must be above dataplane.signal_interval = 16 "
+                  "(default), or unsignaled sends can overflow the send queue"));
+}
+
+TEST(Dataplane, SendInlineLargerThanTheMessage) {
+  EXPECT_THAT(errorsOf("dataplane:\n  inline_threshold_bytes: 512\n  send_inline_bytes: 1024\n"),
+              ElementsAre("conf/x.yaml:3:3: dataplane.send_inline_bytes: 1024 exceeds the largest message, "
+                          "dataplane.inline_threshold_bytes = 512 (line 2)"));
+}
+
+TEST(Dataplane, SendInlineRange) {
+  EXPECT_THAT(errorsOf("dataplane:\n  send_inline_bytes: 1025\n"),
+              ElementsAre("conf/x.yaml:2:3: dataplane.send_inline_bytes: 1025 is out of range [0, 1024]"));
+}
+
+// --- protocol ----------------------------------------------------------------------------------------------
+
+TEST(Protocol, DeadPeerTimeoutNotAboveKeepalive) {
+  EXPECT_THAT(errorsOf("protocol:\n  keepalive_ms: 5000\n  dead_peer_timeout_ms: 5000\n"),
+              ElementsAre("conf/x.yaml:3:3: protocol.dead_peer_timeout_ms: 5000 must be greater than "
+                          "protocol.keepalive_ms = 5000 (line 2), or idle peers are declared dead"));
+}
+
+TEST(Protocol, KeepaliveAboveDefaultDeadPeerTimeoutBlamesKeepalive) {
+  EXPECT_THAT(
+      errorsOf("protocol:\n  keepalive_ms: 20000\n"),
+      ElementsAre("conf/x.yaml:2:3: protocol.keepalive_ms: 20000 must be less than "
+                  "protocol.dead_peer_timeout_ms = 10000 (default), or idle peers are declared dead"));
+}
+
+TEST(Protocol, ReconnectMinAboveMax) {
+  EXPECT_THAT(
+      errorsOf("protocol:\n  reconnect_min_ms: 500\n  reconnect_max_ms: 100\n"),
+      ElementsAre(
+          "conf/x.yaml:2:3: protocol.reconnect_min_ms: 500 is greater than protocol.reconnect_max_ms = "
+          "100 (line 3)"));
+}
+
+TEST(Protocol, ReconnectMaxBelowDefaultMin) {
+  EXPECT_THAT(
+      errorsOf("protocol:\n  reconnect_max_ms: 50\n"),
+      ElementsAre(
+          "conf/x.yaml:2:3: protocol.reconnect_max_ms: 50 is less than protocol.reconnect_min_ms = 100 "
+          "(default)"));
+}
+
+TEST(Protocol, HandshakeTimeoutRange) {
+  EXPECT_THAT(
+      errorsOf("protocol:\n  handshake_timeout_ms: 99\n"),
+      ElementsAre("conf/x.yaml:2:3: protocol.handshake_timeout_ms: 99 is out of range [100, 600000]"));
+}
+
+// --- store -----------------------------------------------------------------------------------------------
+
+TEST(Store, ValueLargerThanTheStore) {
+  EXPECT_THAT(
+      errorsOf("store:\n  capacity_mib: 2\n"),
+      ElementsAre(
+          "conf/x.yaml:2:3: store.capacity_mib: 2 MiB cannot hold one value of store.max_value_bytes = "
+          "4194304 (default)"));
+  EXPECT_THAT(errorsOf("store:\n  max_value_bytes: 268435457\n"),
+              ElementsAre("conf/x.yaml:2:3: store.max_value_bytes: 268435457 is larger than the whole store, "
+                          "store.capacity_mib = 256 (default)"));
+}
+
+TEST(Store, UnknownBackend) {
+  EXPECT_THAT(errorsOf("store:\n  backend: rocksdb\n"),
+              ElementsAre("conf/x.yaml:2:3: store.backend: \"rocksdb\" is not one of embedded"));
+}
+
+// --- no cascades -----------------------------------------------------------------------------------------
+
+TEST(Cascade, ARejectedValueSkipsItsConsistencyChecks) {
+  // keepalive_ms is rejected and keeps its default; the dead-peer check must not then compare against it.
+  EXPECT_THAT(errorsOf("protocol:\n  keepalive_ms: soon\n  dead_peer_timeout_ms: 500\n"),
+              ElementsAre("conf/x.yaml:2:3: protocol.keepalive_ms: expected an integer, got \"soon\""));
+}
+
+TEST(Cascade, ADuplicateKeySkipsItsConsistencyChecks) {
+  EXPECT_THAT(errorsOf("protocol:\n  keepalive_ms: 100\n  keepalive_ms: 50000\n"),
+              ElementsAre("conf/x.yaml:3:3: protocol.keepalive_ms: duplicate key (first at line 2)"));
+}
+
+TEST(Cascade, ASectionOfTheWrongTypeSkipsItsChecks) {
+  HostFacts h;
+  h.online_cpus = CpuSet{0};  // the default core 1 would fail, but the section was unreadable
+  EXPECT_THAT(errorsOf("dataplane: [1]\n", {}, h),
+              ElementsAre("conf/x.yaml:1:1: dataplane: expected a mapping of keys, got a list"));
+}
+
+// --- validateConfig on a merged config ---------------------------------------------------------------------
+
+TEST(ValidateConfig, ChecksConfigsBuiltInCode) {
+  Config c = testing::loadedDefaults();
+  EXPECT_THAT(validateConfig(c, ConfigOrigins("live.yaml"), testing::host16()), IsEmpty());
+  c.protocol.reconnect_min_ms = 10000;
+  auto errs = validateConfig(c, ConfigOrigins("live.yaml"), testing::host16());
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].str(),
+            "live.yaml: protocol.reconnect_min_ms (default): 10000 is greater than protocol.reconnect_max_ms "
+            "= 5000 "
+            "(default)");
+}
+
+// --- device
+// -------------------------------------------------------------------------------------------------
+
+DeviceLimits rxe() {
+  DeviceLimits d;
+  d.name = "rxe0";
+  d.max_qp_wr = 1024;
+  d.max_sge = 32;
+  d.max_inline_data = 512;
+  d.max_msg_size = std::uint64_t{1} << 31;
+  d.port_count = 1;
+  return d;
+}
+
+std::vector<std::string> deviceErrors(std::string_view text, const DeviceLimits& d,
+                                      std::vector<std::string> sets = {}) {
+  auto r = load(text, std::move(sets));
+  EXPECT_TRUE(r.ok());
+  if (!r.ok()) return {"config did not load: " + formatErrors(r.errors())};
+  std::vector<std::string> out;
+  for (const auto& e : validateAgainstDevice(*r, d)) out.push_back(e.str());
+  return out;
+}
+
+TEST(Device, DefaultsFitRxe) {
+  EXPECT_THAT(deviceErrors("", rxe()), IsEmpty());
+}
+
+TEST(Device, QueueDepthBeyondMaxQpWrKeepsTheLine) {
+  EXPECT_THAT(
+      deviceErrors("logging:\n  level: info\ndataplane:\n  queue_depth: 2048\n", rxe()),
+      ElementsAre("conf/x.yaml:4:3: dataplane.queue_depth: 2048 exceeds device rxe0's max_qp_wr 1024"));
+}
+
+TEST(Device, InlineBeyondMaxInlineData) {
+  DeviceLimits d = rxe();
+  d.max_inline_data = 128;
+  EXPECT_THAT(deviceErrors("", d),
+              ElementsAre("conf/x.yaml: dataplane.send_inline_bytes (default): 236 exceeds device rxe0's "
+                          "max_inline_data 128; 0 disables inline sends"));
+}
+
+TEST(Device, FragmentsBeyondMaxSge) {
+  EXPECT_THAT(deviceErrors("dataplane:\n  max_fragments: 33\n", rxe()),
+              ElementsAre("conf/x.yaml:2:3: dataplane.max_fragments: 33 exceeds device rxe0's max_sge 32"));
+}
+
+TEST(Device, PortBeyondPortCount) {
+  EXPECT_THAT(deviceErrors("device:\n  port: 2\n", rxe()),
+              ElementsAre("conf/x.yaml:2:3: device.port: 2 exceeds device rxe0's port count 1"));
+}
+
+TEST(Device, MessageSizesBeyondMaxMsgSz) {
+  DeviceLimits d = rxe();
+  d.max_msg_size = 2048;
+  EXPECT_THAT(
+      deviceErrors("", d),
+      ElementsAre(
+          "conf/x.yaml: dataplane.inline_threshold_bytes (default): 4096 exceeds device rxe0's "
+          "max_msg_sz 2048",
+          "conf/x.yaml: store.max_value_bytes (default): 4194304 exceeds device rxe0's max_msg_sz 2048 "
+          "(one fragment may carry a whole value)"));
+}
+
+TEST(Device, OverriddenKeyNamesTheOverride) {
+  EXPECT_THAT(deviceErrors("", rxe(), {"dataplane.queue_depth=4096"}),
+              ElementsAre("--set dataplane.queue_depth: 4096 exceeds device rxe0's max_qp_wr 1024"));
+}
+
+TEST(Device, UnknownLimitsAreSkipped) {
+  EXPECT_THAT(deviceErrors("dataplane:\n  queue_depth: 16384\n  max_fragments: 256\n", DeviceLimits{}),
+              IsEmpty());
+}
+
+TEST(Device, ZeroInlineIsAlwaysFine) {
+  DeviceLimits d = rxe();
+  d.max_inline_data = 0;  // a device without inline support
+  EXPECT_THAT(deviceErrors("dataplane:\n  send_inline_bytes: 0\n", d), IsEmpty());
+}
+
+}  // namespace
+}  // namespace rdmagate::conf
