@@ -7,6 +7,7 @@
 
 #include "conf/cpuset.hpp"
 #include "conf/net.hpp"
+#include "protocol/wire_constants.hpp"
 
 // The effective configuration of one rdmagate process: plain values only, every member holding its
 // default until a file or an override says otherwise. conf/README.md is the reference for each key
@@ -18,6 +19,26 @@ inline constexpr std::uint32_t kMaxLcores = 128;
 
 inline constexpr std::uint64_t kKiB = 1024;
 inline constexpr std::uint64_t kMiB = 1024 * kKiB;
+
+// Ranges of the dataplane keys that end up in the handshake. The protocol's limits come from
+// protocol/wire_constants.hpp (header-only, so no link dependency), so a value the file accepts is
+// always one the handshake can carry and the credit machine can run; conf only narrows them.
+// Queue depth: the credit rules' floor; the top is a memory bound (depth x message size of receive
+// buffers per connection), far below what the 16-bit wire field carries.
+inline constexpr std::uint32_t kMinQueueDepth = protocol::kMinCreditQueueDepth;
+inline constexpr std::uint32_t kMaxQueueDepth = 16384;
+// Message size (inline threshold): the bottom holds a chunk request with every fragment, so
+// max_fragments never needs a cross-check; the top bounds receive-buffer memory like the depth.
+inline constexpr std::uint32_t kMinInlineThresholdBytes = 512;
+inline constexpr std::uint32_t kMaxInlineThresholdBytes = 65536;
+// Fragments: the compile-time capacity of a decoded chunk.
+inline constexpr std::uint32_t kMaxChunkFragments = protocol::kMaxFragments;
+
+static_assert(kMaxQueueDepth <= protocol::kMaxQueueDepthCap, "the queue depth field is 16 bits wide");
+static_assert(kMinInlineThresholdBytes >= protocol::kMinMessageSize &&
+              kMaxInlineThresholdBytes <= protocol::kMaxMessageSizeCap);
+static_assert(protocol::fragments_fitting(kMinInlineThresholdBytes) == kMaxChunkFragments,
+              "every max_fragments value must fit the smallest inline threshold");
 
 // The names avoid "on"/"off": YAML 1.1 tools read those as booleans.
 enum class HugepageMode : std::uint8_t {

@@ -32,8 +32,8 @@ struct ConfigError {
   std::string message;
 
   // Compiler style, one line:
-  //   conf/x.yaml:12:3: dataplane.queue_depth: 70000 is out of range [2, 16384]
-  //   --set dataplane.queue_depth: 70000 is out of range [2, 16384]
+  //   conf/x.yaml:12:3: dataplane.queue_depth: 70000 is out of range [4, 16384]
+  //   --set dataplane.queue_depth: 70000 is out of range [4, 16384]
   //   conf/x.yaml: dataplane.cores (default): cpu 1 does not exist on this host (online cpus: 0)
   std::string str() const;
 };

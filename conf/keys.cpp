@@ -632,15 +632,18 @@ class Table {
     add<CpuListKey<P>>(&Config::dataplane, &P::cores, "dataplane.cores", false, R,
                        "data-plane lcores, one poll loop each; not eal.main_lcore");
     add<UnsignedKey<P, std::uint32_t>>(&Config::dataplane, &P::queue_depth, "dataplane.queue_depth",
-                                       "credits", 2u, 16384u, R, "credits (receive buffers) per connection");
+                                       "credits", kMinQueueDepth, kMaxQueueDepth, R,
+                                       "credits (receive buffers) per connection");
     add<UnsignedKey<P, std::uint32_t>>(&Config::dataplane, &P::inline_threshold_bytes,
-                                       "dataplane.inline_threshold_bytes", "bytes", 512u, 65536u, R,
+                                       "dataplane.inline_threshold_bytes", "bytes", kMinInlineThresholdBytes,
+                                       kMaxInlineThresholdBytes, R,
                                        "largest message sent in one SEND; the receive buffer size");
     add<UnsignedKey<P, std::uint32_t>>(
         &Config::dataplane, &P::send_inline_bytes, "dataplane.send_inline_bytes", "bytes", 0u, 1024u, R,
         "payloads up to this size use IBV_SEND_INLINE; 0 = never; at most inline_threshold_bytes");
     add<UnsignedKey<P, std::uint32_t>>(&Config::dataplane, &P::max_fragments, "dataplane.max_fragments",
-                                       "fragments", 1u, 256u, R, "fragments per read or write chunk");
+                                       "fragments", 1u, kMaxChunkFragments, R,
+                                       "fragments per read or write chunk");
     add<UnsignedKey<P, std::uint32_t>>(&Config::dataplane, &P::signal_interval, "dataplane.signal_interval",
                                        "sends", 1u, 1024u, R, "one signaled send per N; below queue_depth");
     add<UnsignedKey<P, std::uint32_t>>(&Config::dataplane, &P::poll_burst, "dataplane.poll_burst",

@@ -20,7 +20,7 @@ struct KeyInfo {
   std::string_view type;      // "integer", "boolean", "string", "enum", "cpu list", ...
   std::string_view units;     // "ms", "bytes", "MiB", ... ; empty when unitless
   std::string default_value;  // as YAML, e.g. "64", "[1]", "\"auto\""
-  std::string range;          // e.g. "[2, 16384]", "trace | debug | info | warn | error"
+  std::string range;          // e.g. "[4, 16384]", "trace | debug | info | warn | error"
   Reload reload;
   std::string_view description;
 };

@@ -34,22 +34,12 @@
 
 #include "protocol/credit_queue.hpp"
 #include "protocol/message.hpp"
+#include "protocol/wire_constants.hpp"
 
 namespace rdmagate::protocol {
 
-// Smallest queue depth the credit rules are proven for (docs: "Why it cannot deadlock"): two
-// reserved credits plus room for two requests, so a lone NOOP never makes the peer look starved.
-inline constexpr std::uint16_t kMinCreditQueueDepth = 4;
-
-// Credits a request may never take, as a function of the negotiated depth. Both sides compute it,
-// so it is part of the protocol: a request arriving into our reserve is a violation. At least 2
-// (one for answers, one last credit only a credit-returning message may take); an eighth of the
-// depth on deep queues so that answers keep flowing under a request flood.
-constexpr std::uint16_t credit_reserve(std::uint16_t queue_depth) {
-  return queue_depth / 8 > 2 ? static_cast<std::uint16_t>(queue_depth / 8) : std::uint16_t{2};
-}
-static_assert(credit_reserve(kMinCreditQueueDepth) + 2 == kMinCreditQueueDepth);
-static_assert(credit_reserve(64) == 8 && credit_reserve(0xffff) + 2 <= 0xffff);
+// kMinCreditQueueDepth and credit_reserve() live in wire_constants.hpp: the handshake enforces
+// the same floor, and both sides must agree on the reserve.
 
 constexpr CreditClass credit_class(MessageType t) {
   switch (t) {

@@ -17,7 +17,8 @@ namespace rdmagate::protocol {
 enum class CreditClass : std::uint8_t {
   kRequest = 0,   // "needs-credit": requests; may only use credits above the response reserve
   kReserved = 1,  // "reserved": responses and completions; may dip into the reserve
-  kNoop = 2,      // "no-credit": NOOPs; sent only when credits must go back or for keepalive
+  kNoop = 2,      // "noop": NOOPs; cost a credit under the reserved rules, but wait behind all data
+                  // and go only when credits must go back or for keepalive
 };
 inline constexpr std::size_t kCreditClassCount = 3;
 

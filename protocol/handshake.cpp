@@ -157,7 +157,7 @@ AcceptOutcome negotiate_accept(std::span<const std::uint8_t> private_data, const
 
   ConnParams p = clamp(own, req.params);
   p.max_fragments = std::min(p.max_fragments, fragments_fitting(p.max_message_size));
-  if (p.queue_depth < std::max<std::uint16_t>(self.min_queue_depth, 1))
+  if (p.queue_depth < required_queue_depth(self.min_queue_depth))
     return reject(RejectReason::kQueueSizeMismatch, HandshakeError::kBelowMinimum, peer);
   if (p.max_fragments < std::max<std::uint16_t>(self.min_fragments, 1))
     return reject(RejectReason::kFragmentsMismatch, HandshakeError::kBelowMinimum, peer);
@@ -192,7 +192,10 @@ HandshakeError complete_connect(const HandshakeBody& sent, std::span<const std::
   if (!params_sane(a.params) || a.params.max_fragments > fragments_fitting(a.params.max_message_size))
     return HandshakeError::kBadParameter;
   if (any_raised(a.params, sent.params)) return HandshakeError::kParameterRaised;
-  if (a.params.queue_depth < self.min_queue_depth || a.params.max_fragments < self.min_fragments)
+  // An acceptor that skipped the depth floor (an older build) must not get us to run the credit
+  // machine outside its proof.
+  if (a.params.queue_depth < required_queue_depth(self.min_queue_depth) ||
+      a.params.max_fragments < self.min_fragments)
     return HandshakeError::kBelowMinimum;
   out = Session{pack_version(a.major, a.minor), checksum, a.params, sent.src_incarnation, a.src_incarnation};
   return HandshakeError::kOk;

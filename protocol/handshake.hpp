@@ -44,9 +44,11 @@ struct HandshakeBody {
 
 // Our side of a handshake.
 struct LocalEndpoint {
-  std::uint64_t incarnation = 0;        // process_incarnation() in production
-  ConnParams params;                    // what we want; an upper bound for negotiation
-  std::uint16_t min_queue_depth = 1;    // below this: queue-size mismatch
+  std::uint64_t incarnation = 0;  // process_incarnation() in production
+  ConnParams params;              // what we want; an upper bound for negotiation
+  // Below this: queue-size mismatch. Values under kMinCreditQueueDepth act as it (the credit rules'
+  // floor), so a misconfigured endpoint cannot negotiate a depth the credit machine refuses.
+  std::uint16_t min_queue_depth = kMinCreditQueueDepth;
   std::uint16_t min_fragments = 1;      // below this: fragments mismatch
   bool want_checksum = false;           // ask for (or, as acceptor, impose) CRC32C
   std::uint8_t major = kProtocolMajor;  // overridable so tests can model other builds

@@ -16,7 +16,7 @@
 namespace rdmagate::protocol {
 
 enum class MessageType : std::uint8_t {
-  kNoop = 1,               // returns credits / keepalive; costs no credit; no body
+  kNoop = 1,               // returns credits / keepalive; costs a credit like every type; no body
   kInlineRequest = 2,      // request whose whole argument is the inline payload
   kInlineResponse = 3,     // answer whose whole result is the inline payload
   kReadChunkRequest = 4,   // request + chunk the responder RDMA-READs from (data to the responder)
@@ -32,10 +32,9 @@ constexpr bool is_chunk_request(MessageType t) {
 constexpr bool is_request(MessageType t) {
   return t == MessageType::kInlineRequest || is_chunk_request(t);
 }
-// Only NOOPs travel without a credit.
-constexpr bool costs_credit(MessageType t) {
-  return t != MessageType::kNoop;
-}
+// Every type costs one credit, NOOPs included (docs §5.2 rule 1): each lands in a posted receive,
+// and only a returned count tells the sender that receive was posted again. What differs per type
+// is which credits it may take: credit_class() in credit_machine.hpp.
 
 // Completion status values below kStatusApplicationBase are the transport's; the rest belong to
 // the service named by the request's opcode.

@@ -29,10 +29,19 @@ constexpr ConnParams clamp(const ConnParams& a, const ConnParams& b) {
 inline constexpr ConnParams kParamCaps{kMaxQueueDepthCap, kMaxMessageSizeCap, kMaxFragments, 0xffffffffu};
 
 // A parameter set a peer may sensibly offer: nothing zero and messages big enough to carry a
-// one-fragment chunk request. Values above the caps are sane; they get clamped.
+// one-fragment chunk request. Values above the caps are sane; they get clamped. A sane depth may
+// still be too small to run: see required_queue_depth().
 constexpr bool params_sane(const ConnParams& p) {
   return p.queue_depth >= 1 && p.max_message_size >= kMinMessageSize && p.max_fragments >= 1 &&
          p.max_bulk_size >= 1;
+}
+
+// Smallest negotiated queue depth an endpoint with minimum `own_minimum` may accept: never below
+// the credit rules' floor, whatever the endpoint configured. Deliberately not in params_sane: a
+// depth of 1..3 is a well-formed offer that is merely too small, so it earns a queue-size
+// mismatch (the peer can retry with more), not a bad-private-data verdict.
+constexpr std::uint16_t required_queue_depth(std::uint16_t own_minimum) {
+  return std::max(own_minimum, kMinCreditQueueDepth);
 }
 
 // What the message codec needs to know about one established connection.

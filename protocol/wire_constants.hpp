@@ -66,11 +66,28 @@ inline constexpr std::uint32_t kMinMessageSize = 64;           // holds a 1-frag
 inline constexpr std::uint32_t kMaxMessageSizeCap = 1u << 20;  // receive buffers are per-connection memory
 inline constexpr std::uint16_t kMaxQueueDepthCap = 0xffff;     // the credits field is 16 bits wide
 
+// Smallest queue depth the credit rules are proven for (docs §5.1, §5.6): two reserved credits
+// plus room for two requests, so a lone NOOP never makes the peer look starved. The handshake
+// refuses a negotiated depth below it (queue-size mismatch), so a connection never runs the
+// credit machine outside its proof; conf/ takes its range from here too.
+inline constexpr std::uint16_t kMinCreditQueueDepth = 4;
+
+// Credits a request may never take, as a function of the negotiated depth. Both sides compute it,
+// so it is part of the protocol: a request arriving into our reserve is a violation. At least 2
+// (one for answers, one last credit only a credit-returning message may take); an eighth of the
+// depth on deep queues so that answers keep flowing under a request flood.
+constexpr std::uint16_t credit_reserve(std::uint16_t queue_depth) {
+  return queue_depth / 8 > 2 ? static_cast<std::uint16_t>(queue_depth / 8) : std::uint16_t{2};
+}
+
 static_assert(kHeaderSize <= 40, "the hot path pays for every header byte");
 static_assert(kMinMessageSize >= kChunkRequestFixedSize + kFragmentSize);
 static_assert(kMinMessageSize >= kCompletionSize);
 static_assert(kChunkRequestFixedSize + kMaxFragments * kFragmentSize <= kMaxMessageSizeCap);
 static_assert(kMaxFragments > 0 && kMaxFragments <= 0xffff);
+static_assert(credit_reserve(kMinCreditQueueDepth) + 2 == kMinCreditQueueDepth, "the proof needs P - R >= 2");
+static_assert(credit_reserve(64) == 8 && credit_reserve(kMaxQueueDepthCap) + 2 <= kMaxQueueDepthCap);
+static_assert(kMinCreditQueueDepth <= kMaxQueueDepthCap);
 
 // Largest fragment count a chunk request of `message_size` bytes can carry.
 constexpr std::uint16_t fragments_fitting(std::uint32_t message_size) {

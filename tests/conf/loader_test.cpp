@@ -292,7 +292,7 @@ TEST(File, ErrorsNameThePathGiven) {
   std::remove(path.c_str());
   ASSERT_FALSE(r.ok());
   ASSERT_EQ(r.errors().size(), 1u);
-  EXPECT_EQ(r.errors()[0].str(), path + ":2:3: dataplane.queue_depth: 1 is out of range [2, 16384]");
+  EXPECT_EQ(r.errors()[0].str(), path + ":2:3: dataplane.queue_depth: 1 is out of range [4, 16384]");
 }
 
 // --- sections and keys -------------------------------------------------------------------------------
@@ -417,17 +417,43 @@ telemetry:
 
 TEST(Integers, OutOfRangeHigh) {
   EXPECT_THAT(errorsOf("dataplane:\n  queue_depth: 70000\n"),
-              ElementsAre("conf/x.yaml:2:3: dataplane.queue_depth: 70000 is out of range [2, 16384]"));
+              ElementsAre("conf/x.yaml:2:3: dataplane.queue_depth: 70000 is out of range [4, 16384]"));
 }
 
 TEST(Integers, OutOfRangeLow) {
   EXPECT_THAT(errorsOf("dataplane:\n  queue_depth: 1\n"),
-              ElementsAre("conf/x.yaml:2:3: dataplane.queue_depth: 1 is out of range [2, 16384]"));
+              ElementsAre("conf/x.yaml:2:3: dataplane.queue_depth: 1 is out of range [4, 16384]"));
 }
 
 TEST(Integers, RangeBoundsAreInclusive) {
   EXPECT_THAT(errorsOf("dataplane:\n  queue_depth: 16384\n  signal_interval: 1\n"), IsEmpty());
-  EXPECT_THAT(errorsOf("dataplane:\n  queue_depth: 2\n  signal_interval: 1\n"), IsEmpty());
+  EXPECT_THAT(errorsOf("dataplane:\n  queue_depth: 4\n  signal_interval: 1\n"), IsEmpty());
+}
+
+// The ranges of negotiated keys are the protocol's own limits (or inside them), so a file the
+// loader accepts never configures what the handshake refuses or the wire cannot carry.
+TEST(Integers, NegotiatedKeysFollowTheProtocolLimits) {
+  EXPECT_THAT(errorsOf("dataplane:\n  queue_depth: 3\n  signal_interval: 1\n"),
+              ElementsAre("conf/x.yaml:2:3: dataplane.queue_depth: 3 is out of range [4, 16384]"));
+  EXPECT_THAT(errorsOf("dataplane:\n  max_fragments: 16\n"), IsEmpty());
+  EXPECT_THAT(errorsOf("dataplane:\n  max_fragments: 17\n"),
+              ElementsAre("conf/x.yaml:2:3: dataplane.max_fragments: 17 is out of range [1, 16]"));
+  EXPECT_THAT(
+      errorsOf("dataplane:\n  inline_threshold_bytes: 511\n  send_inline_bytes: 0\n"),
+      ElementsAre("conf/x.yaml:2:3: dataplane.inline_threshold_bytes: 511 is out of range [512, 65536]"));
+
+  for (const KeyInfo& k : schema()) {
+    if (k.key == "dataplane.queue_depth") {
+      EXPECT_EQ(k.range, "[" + std::to_string(protocol::kMinCreditQueueDepth) + ", 16384]");
+    } else if (k.key == "dataplane.max_fragments") {
+      EXPECT_EQ(k.range, "[1, " + std::to_string(protocol::kMaxFragments) + "]");
+    }
+  }
+  static_assert(kMinQueueDepth == protocol::kMinCreditQueueDepth &&
+                kMaxQueueDepth <= protocol::kMaxQueueDepthCap);
+  static_assert(kMinInlineThresholdBytes >= protocol::kMinMessageSize &&
+                kMaxInlineThresholdBytes <= protocol::kMaxMessageSizeCap);
+  static_assert(kMaxChunkFragments == protocol::kMaxFragments);
 }
 
 TEST(Integers, NegativeIntoUnsigned) {
@@ -452,7 +478,7 @@ TEST(Integers, HugeNumberOverflowingUint64) {
 TEST(Integers, NumberOverflowingTheFieldButNotUint64) {
   // 2^32 + 64 would wrap to 64 if narrowed before the range check.
   EXPECT_THAT(errorsOf("dataplane:\n  queue_depth: 4294967360\n"),
-              ElementsAre("conf/x.yaml:2:3: dataplane.queue_depth: 4294967360 is out of range [2, 16384]"));
+              ElementsAre("conf/x.yaml:2:3: dataplane.queue_depth: 4294967360 is out of range [4, 16384]"));
 }
 
 TEST(Integers, StringWhereIntegerExpected) {

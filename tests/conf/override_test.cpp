@@ -49,7 +49,7 @@ TEST(Override, EmptyListClearsTheAllowList) {
 
 TEST(Override, OutOfRangeNamesTheOverride) {
   EXPECT_THAT(errorsOf("", {"dataplane.queue_depth=70000"}),
-              ElementsAre("--set dataplane.queue_depth: 70000 is out of range [2, 16384]"));
+              ElementsAre("--set dataplane.queue_depth: 70000 is out of range [4, 16384]"));
 }
 
 TEST(Override, WrongTypeNamesTheOverride) {
@@ -113,7 +113,7 @@ TEST(Override, AreCheckedForConsistencyWithTheFile) {
 TEST(Override, FixesAFileValue) {
   // A bad file value is still reported; the override does not hide it.
   EXPECT_THAT(errorsOf("dataplane:\n  queue_depth: 0\n", {"dataplane.queue_depth=32"}),
-              ElementsAre("conf/x.yaml:2:3: dataplane.queue_depth: 0 is out of range [2, 16384]"));
+              ElementsAre("conf/x.yaml:2:3: dataplane.queue_depth: 0 is out of range [4, 16384]"));
 }
 
 TEST(Override, ALaterGoodOverrideReenablesChecks) {

@@ -27,10 +27,10 @@ using namespace rdmagate::protocol;
 inline constexpr std::uint64_t kLocalStamp = 0x0123456789abcdefull;
 inline constexpr std::uint64_t kPeerStamp = 0xfedcba9876543210ull;
 inline constexpr ConnParams kMessageParams[4] = {
-    {32, 512, 4, 1u << 20},           // typical
-    {1, kMinMessageSize, 1, 1},       // every limit at its minimum
-    {0xffff, 4096, 16, 0xffffffffu},  // every limit wide open
-    {128, 300, 16, 65536},            // exactly kMaxFragments fit the message size
+    {32, 512, 4, 1u << 20},                         // typical
+    {kMinCreditQueueDepth, kMinMessageSize, 1, 1},  // every limit at the least a handshake settles on
+    {0xffff, 4096, 16, 0xffffffffu},                // every limit wide open
+    {128, 300, 16, 65536},                          // exactly kMaxFragments fit the message size
 };
 
 // The session of the receiver; the sender's is its mirror.

@@ -57,6 +57,7 @@ void acceptor_side(std::span<const std::uint8_t> pd, std::uint8_t sel) {
   RDMAGATE_FUZZ_CHECK(params_sane(p) && le_all(p, own) && le_all(p, req.params) && le_all(p, kParamCaps));
   RDMAGATE_FUZZ_CHECK(p.max_fragments <= fragments_fitting(p.max_message_size));
   RDMAGATE_FUZZ_CHECK(p.queue_depth >= self.min_queue_depth && p.max_fragments >= self.min_fragments);
+  RDMAGATE_FUZZ_CHECK(p.queue_depth >= kMinCreditQueueDepth);  // the credit machine's floor
   RDMAGATE_FUZZ_CHECK(req.major == self.major && (req.minor_mask & self.minor_mask) != 0);
   RDMAGATE_FUZZ_CHECK(req.dst_incarnation == 0 || req.dst_incarnation == self.incarnation);
   RDMAGATE_FUZZ_CHECK(o.session.local_incarnation == self.incarnation &&
@@ -82,6 +83,7 @@ void initiator_side(std::span<const std::uint8_t> pd, std::uint8_t sel) {
   Session s;
   if (complete_connect(sent, pd, self, s) != HandshakeError::kOk) return;
   RDMAGATE_FUZZ_CHECK(params_sane(s.params) && le_all(s.params, sent.params));
+  RDMAGATE_FUZZ_CHECK(s.params.queue_depth >= required_queue_depth(self.min_queue_depth));
   RDMAGATE_FUZZ_CHECK(s.params.max_fragments <= fragments_fitting(s.params.max_message_size));
   RDMAGATE_FUZZ_CHECK(s.local_incarnation == self.incarnation && s.peer_incarnation != 0);
   RDMAGATE_FUZZ_CHECK(sent.dst_incarnation == 0 || s.peer_incarnation == sent.dst_incarnation);

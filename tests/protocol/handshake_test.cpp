@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "protocol/byte_order.hpp"
+#include "protocol/credit_machine.hpp"
 #include "protocol/message.hpp"
 
 namespace rdmagate::protocol {
@@ -317,6 +318,42 @@ TEST(Negotiate, RejectsQueueSizeBelowOurMinimum) {
   EXPECT_EQ(accept_request(req, self).reason, RejectReason::kNone);
 }
 
+// The credit rules are proven only from depth 4 (docs §5.1): a sane but smaller depth is a
+// queue-size mismatch, not bad private data, so the peer knows to offer more.
+TEST(Negotiate, RejectsDepthBelowCreditFloorAsQueueSizeMismatch) {
+  static_assert(kMinCreditQueueDepth == 4, "the tests below name the boundary explicitly");
+  EXPECT_EQ(LocalEndpoint{}.min_queue_depth, kMinCreditQueueDepth);
+  HandshakeBody req = request_body();
+  for (const std::uint16_t depth : {1, 2, 3}) {
+    req.params.queue_depth = depth;
+    const AcceptOutcome o = accept_request(req);
+    EXPECT_EQ(o.reason, RejectReason::kQueueSizeMismatch) << depth;
+    EXPECT_EQ(o.error, HandshakeError::kBelowMinimum) << depth;
+    EXPECT_EQ(o.reply.kind, HandshakeKind::kReject);
+    EXPECT_EQ(o.reply.params.queue_depth, 128);  // our own, so the peer can retry with it
+  }
+  req.params.queue_depth = 4;
+  const AcceptOutcome o = accept_request(req);
+  EXPECT_EQ(o.reason, RejectReason::kNone);
+  EXPECT_EQ(o.session.params.queue_depth, 4);
+}
+
+// Configuring a lower minimum does not lower the floor; neither does a shallow device.
+TEST(Negotiate, FloorHoldsWhateverTheEndpointOrDeviceSays) {
+  LocalEndpoint self = acceptor();
+  self.min_queue_depth = 1;
+  HandshakeBody req = request_body();
+  req.params.queue_depth = 3;
+  EXPECT_EQ(accept_request(req, self).reason, RejectReason::kQueueSizeMismatch);
+  ConnParams device = kDevice;
+  device.queue_depth = 3;
+  const AcceptOutcome o = accept_request(request_body(), acceptor(), device);
+  EXPECT_EQ(o.reason, RejectReason::kQueueSizeMismatch);
+  EXPECT_EQ(o.reply.params.queue_depth, 3);  // honest about what we could offer
+  device.queue_depth = 4;
+  EXPECT_EQ(accept_request(request_body(), acceptor(), device).reason, RejectReason::kNone);
+}
+
 TEST(Negotiate, RejectsFragmentsBelowOurMinimum) {
   LocalEndpoint self = acceptor();
   self.min_fragments = 4;
@@ -491,6 +528,56 @@ TEST(CompleteConnect, RefusesBelowOurMinimum) {
   const Handshake h = run(ini, acceptor());
   Session s;
   EXPECT_EQ(complete_connect(h.sent, h.reply, ini, s), HandshakeError::kBelowMinimum);
+}
+
+// An acceptor that does not enforce the floor (an older build, or a broken one) must not talk us
+// into a depth the credit machine refuses; 4 is fine.
+TEST(CompleteConnect, RefusesDepthBelowCreditFloor) {
+  for (const std::uint16_t depth : {1, 2, 3, 4}) {
+    LocalEndpoint ini = initiator();
+    ini.min_queue_depth = 1;  // a lower configured minimum does not lower the floor
+    Handshake h = run(ini, acceptor());
+    ASSERT_EQ(h.outcome.reason, RejectReason::kNone);
+    HandshakeBody a = h.outcome.reply;
+    a.params.queue_depth = depth;
+    Session s;
+    EXPECT_EQ(complete_connect(h.sent, encode(a), ini, s),
+              depth < kMinCreditQueueDepth ? HandshakeError::kBelowMinimum : HandshakeError::kOk)
+        << depth;
+    if (depth == kMinCreditQueueDepth) {
+      EXPECT_EQ(s.params.queue_depth, depth);
+    }
+  }
+}
+
+// Both halves together: an initiator that can only offer 3 is told why and with what to retry.
+TEST(BothSides, ShallowInitiatorGetsQueueSizeMismatch) {
+  LocalEndpoint ini = initiator();
+  ini.params.queue_depth = 3;
+  const Handshake h = run(ini, acceptor());
+  EXPECT_EQ(h.outcome.reason, RejectReason::kQueueSizeMismatch);
+  HandshakeBody rej;
+  ASSERT_EQ(decode_handshake(h.reply, HandshakeKind::kReject, rej), HandshakeError::kOk);
+  EXPECT_EQ(rej.reason, RejectReason::kQueueSizeMismatch);
+  EXPECT_GE(rej.params.queue_depth, kMinCreditQueueDepth);
+  ini.params.queue_depth = 4;
+  const Handshake ok = run(ini, acceptor());
+  ASSERT_EQ(ok.outcome.reason, RejectReason::kNone);
+  Session s;
+  EXPECT_EQ(complete_connect(ok.sent, ok.reply, ini, s), HandshakeError::kOk);
+  EXPECT_EQ(s.params.queue_depth, 4);
+}
+
+// One floor for both: every depth a handshake settles on is one CreditMachine::validate accepts,
+// and every depth validate refuses is refused in the handshake already.
+TEST(BothSides, NegotiatedDepthsAreExactlyTheOnesTheCreditMachineRuns) {
+  for (std::uint16_t depth = 1; depth <= 2 * kMinCreditQueueDepth; ++depth) {
+    LocalEndpoint ini = initiator();
+    ini.params.queue_depth = depth;
+    const Handshake h = run(ini, acceptor());
+    const bool runs = CreditMachine::validate({depth, 0, 0, 0}, 8) == CreditError::kOk;
+    EXPECT_EQ(h.outcome.reason == RejectReason::kNone, runs) << depth;
+  }
 }
 
 TEST(CompleteConnect, RefusesLowerMinorThanHighestCommon) {
