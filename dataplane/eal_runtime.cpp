@@ -164,8 +164,15 @@ HugepageProbe probe_hugepages(std::string_view want_dir, uint64_t need_bytes) {
 std::vector<std::string> build_eal_args(const EalOptions& opts, EalMemoryMode mode) {
   std::vector<std::string> a;
   a.push_back(opts.program_name.empty() ? "rdmagate" : opts.program_name);
-  a.push_back("-l");
-  a.push_back(opts.lcores.empty() ? "0" : opts.lcores);
+  // A layout that maps lcores onto CPUs ("0@0,1@1,2@0": more lcores than CPUs, as in the 2-vCPU guest) needs
+  // --lcores; a plain list or range goes to -l.
+  const bool mapped = opts.lcores.find_first_of("@()") != std::string::npos;
+  if (mapped) {
+    a.push_back("--lcores=" + opts.lcores);
+  } else {
+    a.push_back("-l");
+    a.push_back(opts.lcores.empty() ? "0" : opts.lcores);
+  }
   if (opts.main_lcore >= 0) {
     a.push_back("--main-lcore");
     a.push_back(std::to_string(opts.main_lcore));

@@ -29,7 +29,7 @@ enum class EalMemoryMode : uint8_t {
 
 struct EalOptions {
   std::string program_name{"rdmagate"};  // argv[0] as EAL sees it
-  std::string lcores{"0"};               // -l: "0-1", "0,2"
+  std::string lcores{"0"};               // -l: "0-1", "0,2"; with @ or (): --lcores ("0@0,1@1,2@0")
   int main_lcore{-1};                    // --main-lcore; -1: the first lcore of the list
   unsigned memory_mb{0};                 // -m; 0: EAL default (on demand / 64 MiB heap without hugepages)
   std::string file_prefix;               // --file-prefix (shared config); empty: --in-memory / --no-shconf

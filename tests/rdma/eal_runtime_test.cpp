@@ -77,6 +77,18 @@ TEST(EalArgs, HugepagesInMemoryIovaVa) {
   EXPECT_EQ(a.back(), "--log-level=lib.eal:debug");  // extra args come last and override
 }
 
+TEST(EalArgs, LcoreMapUsesLcoresOption) {
+  EalOptions o;
+  o.lcores = "0@0,1@1,2@0";  // more lcores than CPUs: the 2-vCPU guest layout
+  const auto a = build_eal_args(o, EalMemoryMode::kHugepages);
+  EXPECT_TRUE(has(a, "--lcores=0@0,1@1,2@0"));
+  EXPECT_FALSE(has(a, "-l"));
+  o.lcores = "0-1";
+  const auto b = build_eal_args(o, EalMemoryMode::kHugepages);
+  EXPECT_TRUE(has(b, "-l"));
+  EXPECT_TRUE(has(b, "0-1"));
+}
+
 TEST(EalArgs, NoHugeFallback) {
   EalOptions o;
   o.memory_mb = 128;

@@ -1,0 +1,307 @@
+// ConnectionOps for one connection: the real rdma_cm, verbs, ring and timer work behind the lifecycle's
+// actions. Control thread only; never dispatches into its own lifecycle (outcomes come back as cm events,
+// core replies or timers through the control loop).
+#include <arpa/inet.h>
+#include <rdma/rdma_cma.h>
+
+#include <rte_cycles.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include "control/engine.hpp"
+#include "protocol/handshake.hpp"
+#include "protocol/incarnation.hpp"
+
+namespace rdmagate::control {
+
+namespace {
+int neg_errno() { return errno != 0 ? -errno : -EIO; }
+}  // namespace
+
+Connection::Connection(Engine& eng, const LifecycleConfig& cfg, std::uint64_t id)
+    : eng_(eng), lc_(cfg), id_(id) {}
+
+DispatchResult Connection::dispatch(Event ev, const EventArgs& args) {
+  const DispatchResult r = lc_.dispatch(ev, args, *this);
+  eng_.note_dispatch_st(r);
+  return r;
+}
+
+void Connection::set_session(const protocol::Session& s) noexcept {
+  cc_.session = s;
+  cc_.credit_cfg = protocol::CreditConfig{};
+  cc_.credit_cfg.queue_depth = s.params.queue_depth;
+  const dataplane::CoreConfig& core_cfg = eng_.cores_[static_cast<std::size_t>(core_ < 0 ? 0 : core_)]->config();
+  const std::uint64_t hz = rte_get_tsc_hz();
+  cc_.credit_cfg.keepalive_interval = core_cfg.keepalive_us * hz / 1'000'000;
+  cc_.credit_cfg.dead_peer_timeout = core_cfg.dead_peer_us * hz / 1'000'000;
+}
+
+void Connection::reset_core_conn() noexcept {
+  cc_.handle = handle();
+  cc_.qp = nullptr;
+  cc_.qp_num = 0;
+  cc_.state = dataplane::CoreConnState::kPosted;
+  cc_.rx_posted = 0;
+  cc_.credits.reset();
+  cc_.tx_free_top = 0;
+  cc_.sq_head = cc_.sq_tail = 0;
+  cc_.unsignaled = 0;
+  cc_.drain_posted = false;
+  cc_.early_count = 0;
+  cc_.recv_head = cc_.recv_tail = nullptr;
+  cc_.recv_staged = 0;
+  cc_.send_head = cc_.send_tail = nullptr;
+  cc_.dirty = false;
+  cc_.owned_index = UINT32_MAX;
+  cc_.svc = dataplane::ServiceConnState{};
+  cc_.msgs_rx = cc_.msgs_tx = 0;
+  cc_.bulk_op.state = dataplane::BulkState::kIdle;
+  cc_.bulk_op.conn = &cc_;
+  cc_.chunk_head = cc_.chunk_count = 0;
+}
+
+int Connection::create_cm_id() noexcept {
+  if (rdma_create_id(eng_.channel_, &cm_id_, this, RDMA_PS_TCP) != 0) {
+    const int e = neg_errno();
+    eng_.log_st("rdma_create_id: %s", std::strerror(-e));
+    cm_id_ = nullptr;
+    return e;
+  }
+  return 0;
+}
+
+int Connection::arm_handshake_timer(Duration timeout) noexcept {
+  handshake_deadline_ = std::chrono::steady_clock::now() + timeout;
+  return 0;
+}
+
+int Connection::resolve_addr() noexcept {
+  if (rdma_resolve_addr(cm_id_, nullptr, reinterpret_cast<sockaddr*>(&peer_addr_), eng_.cfg_.resolve_timeout_ms) !=
+      0) {
+    const int e = neg_errno();
+    eng_.log_st("rdma_resolve_addr %s: %s", peer_str_.c_str(), std::strerror(-e));
+    return e;
+  }
+  return 0;
+}
+
+int Connection::resolve_route() noexcept {
+  if (rdma_resolve_route(cm_id_, eng_.cfg_.resolve_timeout_ms) != 0) {
+    const int e = neg_errno();
+    eng_.log_st("rdma_resolve_route %s: %s", peer_str_.c_str(), std::strerror(-e));
+    return e;
+  }
+  return 0;
+}
+
+int Connection::reserve_core_slot() noexcept {
+  // Least-loaded core (SPDK's optimal poll group); ties go to the lowest index.
+  int best = -1;
+  for (std::size_t i = 0; i < eng_.cores_.size(); ++i) {
+    const auto& c = *eng_.cores_[i];
+    if (c.load() >= c.config().max_conns) continue;
+    if (best < 0 || c.load() < eng_.cores_[static_cast<std::size_t>(best)]->load()) best = static_cast<int>(i);
+  }
+  if (best < 0) return -ENOSPC;
+  const int slot = eng_.cores_[static_cast<std::size_t>(best)]->alloc_slot_st();
+  if (slot < 0) return -ENOSPC;
+  core_ = best;
+  slot_ = slot;
+  return 0;
+}
+
+int Connection::create_qp() noexcept {
+  dataplane::CoreResources& core = *eng_.cores_[static_cast<std::size_t>(core_)];
+  const dataplane::CoreConfig& cc = core.config();
+  reset_core_conn();
+  dataplane::QpCaps caps;
+  // Messages, the drain marker, and one chunk's RDMA READs/WRITEs.
+  caps.max_send_wr = cc.tx_per_conn + 1 + protocol::kMaxFragments;
+  caps.max_recv_wr = cc.rx_per_conn;
+  caps.max_inline_data = std::min<std::uint32_t>(cc.buf_size, 512);
+  dataplane::QpInfo info;
+  std::string err;
+  const int rc = dataplane::VerbsBackend::create_qp(cm_id_, eng_.pd_, core.cq(), caps, &info, &err);
+  if (rc != 0) {
+    eng_.log_st("%s (peer %s)", err.c_str(), peer_str_.c_str());
+    return rc;
+  }
+  cc_.qp = info.qp;
+  cc_.qp_num = info.qp_num;
+  cc_.lkey = core.lkey();
+  cc_.max_inline = info.max_inline_data;
+  cc_.buf_size = cc.buf_size;
+  cc_.sq_depth = info.max_send_wr;
+  cc_.signal_interval = static_cast<std::uint16_t>(
+      std::max<std::uint32_t>(1, std::min<std::uint32_t>(eng_.cfg_.signal_interval, info.max_send_wr / 4)));
+  // Descriptors over the slot's buffers: control builds them once per QP; the core only reuses them.
+  cc_.rx.assign(cc.rx_per_conn, dataplane::RxDesc{});
+  for (std::uint32_t i = 0; i < cc.rx_per_conn; ++i) {
+    dataplane::RxDesc& d = cc_.rx[i];
+    d.conn = &cc_;
+    d.buf = core.rx_buf(slot_, i);
+    d.index = static_cast<std::uint16_t>(i);
+    d.sge.addr = reinterpret_cast<std::uintptr_t>(d.buf);
+    d.sge.length = cc.buf_size;
+    d.sge.lkey = cc_.lkey;
+    d.wr.wr_id = dataplane::make_wr_id(&d, dataplane::WrKind::kRecv);
+    d.wr.sg_list = &d.sge;
+    d.wr.num_sge = 1;
+  }
+  cc_.tx.assign(cc.tx_per_conn, dataplane::TxDesc{});
+  cc_.tx_free.assign(cc.tx_per_conn, 0);
+  for (std::uint32_t i = 0; i < cc.tx_per_conn; ++i) {
+    dataplane::TxDesc& d = cc_.tx[i];
+    d.conn = &cc_;
+    d.buf = core.tx_buf(slot_, i);
+    d.index = static_cast<std::uint16_t>(i);
+    cc_.tx_free[cc.tx_per_conn - 1 - i] = static_cast<std::uint16_t>(i);
+  }
+  cc_.tx_free_top = cc.tx_per_conn;
+  cc_.drain = dataplane::TxDesc{};
+  cc_.drain.conn = &cc_;
+  cc_.links.assign(cc.tx_per_conn, 0);
+  cc_.sq_fifo.assign(std::bit_ceil(cc.tx_per_conn + 1 + protocol::kMaxFragments), 0);
+  cc_.early.assign(cc.rx_per_conn, 0);
+  cc_.bulk = cc.bulk_bytes_per_conn != 0 ? core.bulk_buf(slot_) : nullptr;
+  cc_.bulk_size = cc.bulk_bytes_per_conn;
+  cc_.rkey = lc_.role() == Role::kActive ? core.rkey() : 0;  // the passive side never hands out a key
+  cc_.rd_depth = static_cast<std::uint16_t>(
+      std::max(1, std::min(eng_.device().limits().max_qp_init_rd_atom, eng_.cfg_.max_rd_atom)));
+  eng_.by_qp_[cc_.qp_num] = this;
+  return 0;
+}
+
+int Connection::post_rx() noexcept {
+  const std::uint32_t n = lc_.role() == Role::kPassive ? rx_to_post_ : static_cast<std::uint32_t>(cc_.rx.size());
+  if (n == 0 || n > cc_.rx.size()) return -EINVAL;
+  for (std::uint32_t i = 0; i < n; ++i) cc_.rx[i].wr.next = i + 1 < n ? &cc_.rx[i + 1].wr : nullptr;
+  cc_.rx_posted = n;  // before the post: a completion may reach the core at once
+  ibv_recv_wr* bad = nullptr;
+  const int rc = ibv_post_recv(cc_.qp, &cc_.rx[0].wr, &bad);
+  for (std::uint32_t i = 0; i < n; ++i) cc_.rx[i].wr.next = nullptr;
+  if (rc != 0) {
+    eng_.log_st("ibv_post_recv of %u buffers on qp 0x%x: %s", n, cc_.qp_num, std::strerror(rc));
+    // Nothing was posted only if the first one failed; otherwise the posted ones flush through the core.
+    if (bad == &cc_.rx[0].wr) {
+      cc_.rx_posted = 0;
+      return -rc;
+    }
+    std::uint32_t posted = 0;
+    for (std::uint32_t i = 0; i < n && &cc_.rx[i].wr != bad; ++i) ++posted;
+    cc_.rx_posted = posted;
+  }
+  return 0;
+}
+
+int Connection::connect() noexcept {
+  const protocol::ConnParams dev = eng_.device_params();
+  sent_request_ = protocol::make_connect_request(eng_.local(), dev, last_peer_incarnation_);
+  std::uint8_t buf[protocol::kMaxHandshakeSize] = {};
+  const auto enc = protocol::encode_handshake(sent_request_, buf);
+  if (!enc.ok()) return -EINVAL;
+  rdma_conn_param p{};
+  p.private_data = buf;
+  p.private_data_len = static_cast<std::uint8_t>(enc.size);
+  const RdmaDeviceLimits& lim = eng_.device().limits();
+  p.responder_resources = static_cast<std::uint8_t>(std::min(lim.max_qp_rd_atom, eng_.cfg_.max_rd_atom));
+  p.initiator_depth = static_cast<std::uint8_t>(std::min(lim.max_qp_init_rd_atom, eng_.cfg_.max_rd_atom));
+  p.retry_count = 7;
+  p.rnr_retry_count = 7;
+  if (rdma_connect(cm_id_, &p) != 0) {
+    const int e = neg_errno();
+    eng_.log_st("rdma_connect %s qp 0x%x: %s", peer_str_.c_str(), cc_.qp_num, std::strerror(-e));
+    return e;
+  }
+  return 0;
+}
+
+int Connection::accept() noexcept {
+  std::uint8_t buf[protocol::kMaxHandshakeSize] = {};
+  const auto enc = protocol::encode_handshake(accept_body_, buf);
+  if (!enc.ok()) return -EINVAL;
+  rdma_conn_param p{};
+  p.private_data = buf;
+  p.private_data_len = static_cast<std::uint8_t>(enc.size);
+  const RdmaDeviceLimits& lim = eng_.device().limits();
+  p.responder_resources = static_cast<std::uint8_t>(std::min(lim.max_qp_rd_atom, eng_.cfg_.max_rd_atom));
+  p.initiator_depth = static_cast<std::uint8_t>(std::min(lim.max_qp_init_rd_atom, eng_.cfg_.max_rd_atom));
+  p.rnr_retry_count = 7;
+  if (rdma_accept(cm_id_, &p) != 0) {
+    const int e = neg_errno();
+    eng_.log_st("rdma_accept %s qp 0x%x: %s", peer_str_.c_str(), cc_.qp_num, std::strerror(-e));
+    return e;
+  }
+  ++eng_.counters_.accepts;
+  return 0;
+}
+
+int Connection::schedule_reconnect(Duration delay) noexcept {
+  reconnect_deadline_ = std::chrono::steady_clock::now() + delay;
+  reconnect_delays_.push_back(delay);
+  ++eng_.counters_.reconnects;
+  return 0;
+}
+
+bool Connection::send_adopt() noexcept {
+  return eng_.cores_[static_cast<std::size_t>(core_)]->control_mailbox().send_st(
+      dataplane::ToCore::adopt(handle()));
+}
+
+void Connection::send_close(CloseReason why) noexcept {
+  eng_.cores_[static_cast<std::size_t>(core_)]->control_mailbox().send_st(dataplane::ToCore::close(handle(), why));
+}
+
+void Connection::reject(std::uint8_t code) noexcept {
+  const auto why = static_cast<protocol::RejectReason>(code);
+  const protocol::HandshakeBody body =
+      protocol::make_reject(eng_.local(), eng_.device_params(), why, accept_body_.dst_incarnation);
+  std::uint8_t buf[protocol::kMaxHandshakeSize] = {};
+  const auto enc = protocol::encode_handshake(body, buf);
+  if (code <= protocol::kRejectReasonMax) ++eng_.counters_.rejects_sent[code];
+  if (rdma_reject(cm_id_, buf, static_cast<std::uint8_t>(enc.ok() ? enc.size : 0)) != 0) {
+    eng_.log_st("rdma_reject %s: %m", peer_str_.c_str());
+  }
+}
+
+void Connection::disconnect() noexcept {
+  if (cm_id_ != nullptr && rdma_disconnect(cm_id_) != 0 && errno != EINVAL) {
+    eng_.log_st("rdma_disconnect %s qp 0x%x: %m", peer_str_.c_str(), cc_.qp_num);
+  }
+}
+
+void Connection::move_qp_to_err() noexcept {
+  if (cc_.qp == nullptr) return;
+  const int rc = dataplane::VerbsBackend::qp_to_err(cc_.qp);
+  if (rc != 0) eng_.log_st("modify qp 0x%x to err: %s", cc_.qp_num, std::strerror(-rc));
+}
+
+void Connection::cancel_handshake_timer() noexcept { handshake_deadline_.reset(); }
+void Connection::cancel_reconnect() noexcept { reconnect_deadline_.reset(); }
+
+void Connection::free_rx() noexcept {
+  // The buffers belong to the slot; nothing is posted any more (the core proved it by CLOSED).
+  cc_.rx_posted = 0;
+}
+
+void Connection::destroy_qp() noexcept {
+  if (cc_.qp_num != 0) eng_.by_qp_.erase(cc_.qp_num);
+  dataplane::VerbsBackend::destroy_qp(cm_id_);
+  cc_.qp = nullptr;
+}
+
+void Connection::release_core_slot() noexcept {
+  if (core_ >= 0) eng_.cores_[static_cast<std::size_t>(core_)]->free_slot_st(slot_);
+  slot_ = -1;
+}
+
+void Connection::destroy_cm_id() noexcept {
+  if (cm_id_ != nullptr && rdma_destroy_id(cm_id_) != 0) eng_.log_st("rdma_destroy_id: %m");
+  cm_id_ = nullptr;
+}
+
+}  // namespace rdmagate::control

@@ -1,0 +1,695 @@
+// The control thread: engine setup, the epoll loop over the rdma_cm event channel, the device async-event
+// fd, a timerfd and the cores' reply rings; connection requests, negotiation, placement; shutdown.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <hwloc.h>
+#include <hwloc/openfabrics-verbs.h>
+#include <netdb.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+#include "control/engine.hpp"
+#include "protocol/incarnation.hpp"
+
+namespace rdmagate::control {
+
+namespace {
+
+constexpr std::uint64_t kTagChannel = 1;
+constexpr std::uint64_t kTagAsync = 2;
+constexpr std::uint64_t kTagTimer = 3;
+constexpr unsigned kLogsPerSecond = 20;
+
+bool set_nonblock(int fd) {
+  const int fl = fcntl(fd, F_GETFL);
+  return fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
+}
+
+bool parse_addr(const std::string& addr, std::uint16_t port, sockaddr_storage* out) {
+  std::memset(out, 0, sizeof(*out));
+  auto* v4 = reinterpret_cast<sockaddr_in*>(out);
+  if (inet_pton(AF_INET, addr.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    return true;
+  }
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(out);
+  if (inet_pton(AF_INET6, addr.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    return true;
+  }
+  return false;
+}
+
+std::string addr_string(const sockaddr* sa) {
+  if (sa == nullptr) return "?";
+  char host[INET6_ADDRSTRLEN] = "?";
+  std::uint16_t port = 0;
+  if (sa->sa_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(sa);
+    inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
+    port = ntohs(v4->sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  if (sa->sa_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
+    port = ntohs(v6->sin6_port);
+    return "[" + std::string(host) + "]:" + std::to_string(port);
+  }
+  return "?";
+}
+
+bool same_host(const sockaddr* a, const sockaddr* b) {
+  if (a == nullptr || b == nullptr || a->sa_family != b->sa_family) return false;
+  if (a->sa_family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in*>(b)->sin_addr.s_addr;
+  }
+  if (a->sa_family == AF_INET6) {
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr, sizeof(in6_addr)) == 0;
+  }
+  return false;
+}
+
+// The cores whose lcore may run on a CPU that is not local to the device (hwloc_ibv_get_device_cpuset;
+// devices without a PCI parent, such as rxe, are local to every CPU). Returns the lcores, or nothing when
+// hwloc cannot tell.
+std::vector<unsigned> remote_lcores(ibv_device* dev, const std::vector<unsigned>& lcores) {
+  std::vector<unsigned> remote;
+  hwloc_topology_t topo = nullptr;
+  if (hwloc_topology_init(&topo) != 0) return remote;
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  if (set != nullptr && hwloc_topology_load(topo) == 0 && hwloc_ibv_get_device_cpuset(topo, dev, set) == 0) {
+    for (unsigned l : lcores) {
+      const rte_cpuset_t cpus = rte_lcore_cpuset(l);
+      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &cpus) && !hwloc_bitmap_isset(set, static_cast<unsigned>(cpu))) {
+          remote.push_back(l);
+          break;
+        }
+      }
+    }
+  }
+  if (set != nullptr) hwloc_bitmap_free(set);
+  hwloc_topology_destroy(topo);
+  return remote;
+}
+
+int core_trampoline(void* arg) { return static_cast<CoreRunner*>(arg)->run_st(); }
+
+// What a peer's reject allows (lifecycle RetryHint).
+RetryHint retry_for(protocol::RejectReason r) {
+  switch (r) {
+    case protocol::RejectReason::kQueueSizeMismatch:
+    case protocol::RejectReason::kFragmentsMismatch:
+    case protocol::RejectReason::kStale:
+      return RetryHint::kImmediate;
+    case protocol::RejectReason::kIncompatibleVersion:
+    case protocol::RejectReason::kFatal:
+    case protocol::RejectReason::kNotAllowed:
+    case protocol::RejectReason::kRace:
+    case protocol::RejectReason::kBadPrivateData:
+      return RetryHint::kNever;
+    default:
+      return RetryHint::kBackoff;
+  }
+}
+
+}  // namespace
+
+// ---- setup -------------------------------------------------------------------------------------------
+
+std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, std::string* error) {
+  std::unique_ptr<Engine> e(new Engine());
+  e->cfg_ = cfg;
+  if (e->cfg_.local.incarnation == 0) e->cfg_.local.incarnation = protocol::process_incarnation();
+  if (cfg.cores.empty()) {
+    *error = cfg.name + ": no data-plane core configured";
+    return nullptr;
+  }
+  RdmaProbe probe;
+  e->device_ = RdmaDevice::open(cfg.device, &probe);
+  if (!e->device_) {
+    *error = probe.message;
+    return nullptr;
+  }
+  e->pd_ = ibv_alloc_pd(e->device_->context());
+  if (e->pd_ == nullptr) {
+    *error = std::string("ibv_alloc_pd: ") + std::strerror(errno);
+    return nullptr;
+  }
+  for (std::size_t i = 0; i < cfg.cores.size(); ++i) {
+    dataplane::CoreConfig cc = cfg.cores[i];
+    cc.access = cfg.passive ? IBV_ACCESS_LOCAL_WRITE
+                            : (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+    if (cc.socket < 0 && e->device_->numa_node() >= 0) cc.socket = e->device_->numa_node();
+    auto core = dataplane::CoreResources::create(static_cast<unsigned>(i), cc, e->device_->context(), e->pd_, error);
+    if (!core) {
+      *error = cfg.name + ": core " + std::to_string(i) + ": " + *error;
+      return nullptr;
+    }
+    e->cores_.push_back(std::move(core));
+  }
+  // Placement: memory follows the device's NUMA node (above); warn when a configured core is remote.
+  std::vector<unsigned> lcores;
+  for (const auto& cc : cfg.cores) lcores.push_back(cc.lcore);
+  for (unsigned l : remote_lcores(e->device_->context()->device, lcores)) {
+    ++e->counters_.remote_cores;
+    e->log_st("warning: lcore %u runs on cpus not local to %s (hwloc); expect cross-socket traffic", l,
+              e->device_->name().c_str());
+  }
+  e->channel_ = rdma_create_event_channel();
+  if (e->channel_ == nullptr || !set_nonblock(e->channel_->fd)) {
+    *error = std::string("rdma_create_event_channel: ") + std::strerror(errno);
+    return nullptr;
+  }
+  e->epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  e->timerfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (e->epfd_ < 0 || e->timerfd_ < 0 || !set_nonblock(e->device_->context()->async_fd)) {
+    *error = std::string("epoll/timerfd setup: ") + std::strerror(errno);
+    return nullptr;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kTagChannel;
+  int rc = epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->channel_->fd, &ev);
+  ev.data.u64 = kTagAsync;
+  rc |= epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->device_->context()->async_fd, &ev);
+  ev.data.u64 = kTagTimer;
+  rc |= epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->timerfd_, &ev);
+  if (rc != 0) {
+    *error = std::string("epoll_ctl: ") + std::strerror(errno);
+    return nullptr;
+  }
+  return e;
+}
+
+Engine::~Engine() {
+  // Cores first (they may still poll the CQs), then connections, listeners, cores' resources, PD.
+  for (auto& c : cores_) c->stop.store(true, std::memory_order_release);
+  for (unsigned l : launched_lcores_) rte_eal_wait_lcore(l);
+  for (auto& [id, c] : conns_) {
+    if (c->cc_.qp != nullptr) c->destroy_qp();
+    if (c->cm_id_ != nullptr) c->destroy_cm_id();
+  }
+  conns_.clear();
+  for (rdma_cm_id* l : listeners_) rdma_destroy_id(l);
+  cores_.clear();
+  if (pd_ != nullptr && ibv_dealloc_pd(pd_) != 0) std::fprintf(stderr, "rdmagate: ibv_dealloc_pd: %m\n");
+  if (timerfd_ >= 0) close(timerfd_);
+  if (epfd_ >= 0) close(epfd_);
+  if (channel_ != nullptr) rdma_destroy_event_channel(channel_);
+}
+
+bool Engine::launch_cores(std::vector<std::unique_ptr<CoreRunner>> runners, std::string* error) {
+  if (runners.size() != cores_.size()) {
+    *error = "launch_cores: one runner per core";
+    return false;
+  }
+  runners_ = std::move(runners);
+  for (std::size_t i = 0; i < cores_.size(); ++i) {
+    const unsigned lcore = cores_[i]->config().lcore;
+    const int rc = rte_eal_remote_launch(core_trampoline, runners_[i].get(), lcore);
+    if (rc != 0) {
+      *error = "rte_eal_remote_launch on lcore " + std::to_string(lcore) + ": " + std::strerror(-rc);
+      return false;
+    }
+    launched_lcores_.push_back(lcore);
+  }
+  return true;
+}
+
+protocol::ConnParams Engine::device_params() const noexcept {
+  const RdmaDeviceLimits& lim = device_->limits();
+  std::uint32_t depth = cores_[0]->config().rx_per_conn;
+  depth = std::min<std::uint32_t>(depth, static_cast<std::uint32_t>(std::max(lim.max_qp_wr, 1)));
+  protocol::ConnParams p;
+  p.queue_depth = static_cast<std::uint16_t>(std::min<std::uint32_t>(depth, 0xffff));
+  p.max_message_size = cores_[0]->config().buf_size;
+  p.max_fragments = protocol::kMaxFragments;
+  p.max_bulk_size = 0xffffffffu;
+  return p;
+}
+
+std::uint16_t Engine::listen(const std::string& addr, std::uint16_t port, std::string* error) {
+  sockaddr_storage ss{};
+  if (!parse_addr(addr, port, &ss)) {
+    *error = "listen: not an IPv4 or IPv6 address: " + addr;
+    return 0;
+  }
+  rdma_cm_id* id = nullptr;
+  if (rdma_create_id(channel_, &id, nullptr, RDMA_PS_TCP) != 0) {
+    *error = std::string("rdma_create_id: ") + std::strerror(errno);
+    return 0;
+  }
+  if (ss.ss_family == AF_INET6) {
+    int only = 1;
+    rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &only, sizeof(only));
+  }
+  if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&ss)) != 0 || rdma_listen(id, 128) != 0) {
+    *error = "listen on " + addr + ": " + std::strerror(errno);
+    rdma_destroy_id(id);
+    return 0;
+  }
+  listeners_.push_back(id);
+  return ntohs(rdma_get_src_port(id));
+}
+
+std::uint64_t Engine::connect(const std::string& addr, std::uint16_t port, std::string* error, bool reconnect) {
+  LifecycleConfig lc;
+  lc.role = Role::kActive;
+  lc.reconnect = reconnect;
+  lc.backoff = cfg_.backoff;
+  lc.handshake_timeout = cfg_.handshake_timeout;
+  lc.reject_code_unavailable = static_cast<std::uint8_t>(protocol::RejectReason::kNoResources);
+  const std::uint64_t id = next_id_++;
+  auto conn = std::make_unique<Connection>(*this, lc, id);
+  if (!parse_addr(addr, port, &conn->peer_addr_)) {
+    *error = "connect: not an IPv4 or IPv6 address: " + addr;
+    return 0;
+  }
+  conn->peer_str_ = addr_string(reinterpret_cast<const sockaddr*>(&conn->peer_addr_));
+  Connection* c = conn.get();
+  conns_.emplace(id, std::move(conn));
+  by_handle_[c->handle().value] = c;
+  c->dispatch(Event::kStart);
+  return id;
+}
+
+// ---- the loop ----------------------------------------------------------------------------------------
+
+void Engine::poll_st(int timeout_ms) {
+  // Core replies arrive on rings, not fds: wake at least every millisecond while connections exist.
+  if (!conns_.empty()) timeout_ms = std::min(timeout_ms, 1);
+  arm_timerfd_st();
+  epoll_event evs[8];
+  const int n = epoll_wait(epfd_, evs, 8, timeout_ms);
+  if (n < 0 && errno != EINTR) log_st("epoll_wait: %m");
+  for (int i = 0; i < n; ++i) {
+    switch (evs[i].data.u64) {
+      case kTagChannel:
+        handle_cm_events_st();
+        break;
+      case kTagAsync:
+        handle_async_events_st();
+        break;
+      case kTagTimer: {
+        std::uint64_t ticks = 0;
+        if (read(timerfd_, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN) log_st("read timerfd: %m");
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  drain_cores_st();
+  fire_timers_st();
+  reap_st();
+}
+
+bool Engine::poll_until_st(const std::function<bool()>& pred, Duration timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    poll_st(5);
+  }
+  return true;
+}
+
+void Engine::arm_timerfd_st() {
+  std::optional<TimePoint> next;
+  for (auto& [id, c] : conns_) {
+    for (const auto& d : {c->handshake_deadline_, c->reconnect_deadline_}) {
+      if (d && (!next || *d < *next)) next = d;
+    }
+  }
+  itimerspec its{};
+  if (next) {
+    const auto left = std::max<std::int64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(*next - std::chrono::steady_clock::now()).count(), 1);
+    its.it_value.tv_sec = left / 1'000'000'000;
+    its.it_value.tv_nsec = left % 1'000'000'000;
+  }
+  timerfd_settime(timerfd_, 0, &its, nullptr);
+}
+
+void Engine::handle_cm_events_st() {
+  for (;;) {
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(channel_, &ev) != 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) log_st("rdma_get_cm_event: %m");
+      return;
+    }
+    // Copy what we need and ack at once: rdma_destroy_id (run by the lifecycle) waits for every ack.
+    const rdma_cm_event_type type = ev->event;
+    const int status = ev->status;
+    rdma_cm_id* id = ev->id;
+    const bool is_request = type == RDMA_CM_EVENT_CONNECT_REQUEST;
+    std::vector<std::uint8_t> pd;
+    if (ev->param.conn.private_data != nullptr) {
+      const auto* p = static_cast<const std::uint8_t*>(ev->param.conn.private_data);
+      pd.assign(p, p + ev->param.conn.private_data_len);
+    }
+    auto* conn = is_request ? nullptr : static_cast<Connection*>(id->context);
+    rdma_ack_cm_event(ev);
+
+    if (is_request) {
+      on_connect_request_st(id, pd);
+      continue;
+    }
+    if (conn == nullptr) continue;  // a listener's event
+    EventArgs args;
+    args.status = status;
+    switch (type) {
+      case RDMA_CM_EVENT_ADDR_RESOLVED:
+        conn->dispatch(Event::kAddrResolved, args);
+        break;
+      case RDMA_CM_EVENT_ADDR_ERROR:
+        conn->dispatch(Event::kAddrError, args);
+        break;
+      case RDMA_CM_EVENT_ROUTE_RESOLVED:
+        conn->dispatch(Event::kRouteResolved, args);
+        break;
+      case RDMA_CM_EVENT_ROUTE_ERROR:
+        conn->dispatch(Event::kRouteError, args);
+        break;
+      case RDMA_CM_EVENT_UNREACHABLE:
+        conn->dispatch(Event::kUnreachable, args);
+        break;
+      case RDMA_CM_EVENT_CONNECT_ERROR:
+        conn->dispatch(Event::kConnectError, args);
+        break;
+      case RDMA_CM_EVENT_REJECTED: {
+        protocol::HandshakeBody body;
+        if (!pd.empty() && protocol::decode_handshake(pd, protocol::HandshakeKind::kReject, body) ==
+                               protocol::HandshakeError::kOk) {
+          conn->last_reject_ = body.reason;
+          // Stale: the peer restarted since our last connection. Its reject names its new incarnation,
+          // which the immediate retry then carries.
+          if (body.reason == protocol::RejectReason::kStale) conn->last_peer_incarnation_ = body.src_incarnation;
+          ++counters_.rejects_received[static_cast<std::size_t>(body.reason)];
+          args.retry = retry_for(body.reason);
+          log_st("connect to %s rejected: %s", conn->peer_str_.c_str(),
+                 std::string(protocol::to_string(body.reason)).c_str());
+        }
+        conn->dispatch(Event::kRejected, args);
+        break;
+      }
+      case RDMA_CM_EVENT_ESTABLISHED: {
+        if (conn->lifecycle().role() == Role::kActive) {
+          protocol::Session s;
+          const protocol::HandshakeError he = protocol::complete_connect(conn->sent_request_, pd, local(), s);
+          if (he != protocol::HandshakeError::kOk) {
+            ++counters_.handshake_failures;
+            log_st("accept from %s refused: %s", conn->peer_str_.c_str(),
+                   std::string(protocol::to_string(he)).c_str());
+            args.close_reason = CloseReason::kProtocolError;
+            conn->dispatch(Event::kLocalClose, args);
+            break;
+          }
+          conn->set_session(s);
+          conn->last_peer_incarnation_ = s.peer_incarnation;
+        }
+        ++counters_.established;
+        conn->dispatch(Event::kEstablished, args);
+        break;
+      }
+      case RDMA_CM_EVENT_DISCONNECTED:
+        conn->dispatch(Event::kDisconnected, args);
+        break;
+      case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+        conn->dispatch(Event::kTimewaitExit, args);
+        break;
+      case RDMA_CM_EVENT_DEVICE_REMOVAL:
+        conn->dispatch(Event::kDeviceRemoval, args);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+void Engine::on_connect_request_st(rdma_cm_id* child, const std::vector<std::uint8_t>& pd) {
+  ++counters_.connect_requests;
+  const std::string peer = addr_string(rdma_get_peer_addr(child));
+  const protocol::AcceptOutcome out = protocol::negotiate_accept(pd, local(), device_params());
+  protocol::RejectReason why = out.reason;
+  if (why == protocol::RejectReason::kNone && !accepting_) why = protocol::RejectReason::kNoResources;
+  if (why != protocol::RejectReason::kNone) {
+    protocol::HandshakeBody body = out.reply;
+    if (out.reason == protocol::RejectReason::kNone) {
+      body = protocol::make_reject(local(), device_params(), why, out.reply.dst_incarnation);
+    }
+    std::uint8_t buf[protocol::kMaxHandshakeSize] = {};
+    const auto enc = protocol::encode_handshake(body, buf);
+    ++counters_.rejects_sent[static_cast<std::size_t>(why)];
+    log_st("reject %s: %s (%s)", peer.c_str(), std::string(protocol::to_string(why)).c_str(),
+           std::string(protocol::to_string(out.error)).c_str());
+    if (rdma_reject(child, buf, static_cast<std::uint8_t>(enc.ok() ? enc.size : 0)) != 0) log_st("rdma_reject: %m");
+    rdma_destroy_id(child);
+    return;
+  }
+  // Connection races (RDS / o2iblnd): one connection per pair of engines. A request from a peer we are
+  // connecting to ourselves is contested: the lower incarnation's request loses and is rejected "race"
+  // (its active side then stands down, retry never); a request from a peer we are already connected to is a
+  // duplicate and loses too.
+  const std::uint64_t theirs = out.reply.dst_incarnation;
+  for (const auto& [cid, other] : conns_) {
+    if (other->lifecycle().role() != Role::kActive ||
+        !same_host(reinterpret_cast<const sockaddr*>(&other->peer_addr_), rdma_get_peer_addr(child))) {
+      continue;
+    }
+    const State st = other->lifecycle().state();
+    const bool contested = st == State::kAddrResolving || st == State::kRouteResolving || st == State::kConnecting;
+    const bool duplicate = (st == State::kEstablishedPendingAdopt || st == State::kOwnedByCore) &&
+                           other->session().peer_incarnation == theirs;
+    if (duplicate || (contested && cfg_.local.incarnation > theirs)) {
+      const protocol::HandshakeBody body =
+          protocol::make_reject(local(), device_params(), protocol::RejectReason::kRace, theirs);
+      std::uint8_t buf[protocol::kMaxHandshakeSize] = {};
+      const auto enc = protocol::encode_handshake(body, buf);
+      ++counters_.rejects_sent[static_cast<std::size_t>(protocol::RejectReason::kRace)];
+      ++counters_.races_won;
+      log_st("reject %s: race (%s)", peer.c_str(), duplicate ? "already connected" : "higher incarnation wins");
+      if (rdma_reject(child, buf, static_cast<std::uint8_t>(enc.ok() ? enc.size : 0)) != 0) log_st("rdma_reject: %m");
+      rdma_destroy_id(child);
+      return;
+    }
+  }
+  LifecycleConfig lc;
+  lc.role = Role::kPassive;
+  lc.reconnect = false;
+  lc.handshake_timeout = cfg_.handshake_timeout;
+  lc.reject_code_unavailable = static_cast<std::uint8_t>(protocol::RejectReason::kNoResources);
+  const std::uint64_t id = next_id_++;
+  auto conn = std::make_unique<Connection>(*this, lc, id);
+  Connection* c = conn.get();
+  c->cm_id_ = child;
+  child->context = c;
+  c->peer_str_ = peer;
+  c->accept_body_ = out.reply;
+  c->rx_to_post_ = out.session.params.queue_depth;
+  c->set_session(out.session);
+  conns_.emplace(id, std::move(conn));
+  by_handle_[c->handle().value] = c;
+  c->dispatch(Event::kConnectRequest);
+  c->dispatch(Event::kLocalAccept);
+}
+
+void Engine::handle_async_events_st() {
+  for (;;) {
+    ibv_async_event ev{};
+    if (ibv_get_async_event(device_->context(), &ev) != 0) return;
+    ++counters_.async_events;
+    switch (ev.event_type) {
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR: {
+        const std::uint32_t qpn = ev.element.qp != nullptr ? ev.element.qp->qp_num : 0;
+        ibv_ack_async_event(&ev);
+        log_st("async event %s on qp 0x%x", ibv_event_type_str(ev.event_type), qpn);
+        auto it = by_qp_.find(qpn);
+        if (it != by_qp_.end()) it->second->dispatch(Event::kQpFatal);
+        continue;
+      }
+      case IBV_EVENT_DEVICE_FATAL:
+      case IBV_EVENT_PORT_ERR: {
+        const Event e = ev.event_type == IBV_EVENT_DEVICE_FATAL ? Event::kDeviceFatal : Event::kPortDown;
+        ibv_ack_async_event(&ev);
+        log_st("async event %s on %s", ibv_event_type_str(ev.event_type), device_->name().c_str());
+        for (Connection* c : connections()) c->dispatch(e);
+        continue;
+      }
+      default:
+        ibv_ack_async_event(&ev);
+        continue;
+    }
+  }
+}
+
+struct Engine::ReplyHandler {
+  Engine& eng;
+  void on_closed_st(dataplane::ConnHandle h) {
+    if (Connection* c = eng.by_handle(h)) c->dispatch(Event::kCoreClosed);
+  }
+  void on_failed_st(dataplane::ConnHandle h, FailureKind kind, std::uint32_t status) {
+    ++eng.counters_.core_failures;
+    Connection* c = eng.by_handle(h);
+    if (c == nullptr) return;
+    if (kind == FailureKind::kKeepalive) ++eng.counters_.dead_peers;
+    if (kind == FailureKind::kProtocol && status < eng.counters_.failures_by_status.size()) {
+      ++eng.counters_.failures_by_status[status];
+    }
+    const char* what = kind == FailureKind::kProtocol     ? "protocol violation"
+                       : kind == FailureKind::kKeepalive ? "dead peer"
+                                                          : "completion error";
+    std::string detail = std::to_string(status);
+    if (kind == FailureKind::kProtocol && status < 0x100) {
+      detail = std::string(protocol::to_string(static_cast<protocol::WireError>(status)));
+    } else if (kind == FailureKind::kProtocol && status < 0x200) {
+      detail = std::string(protocol::to_string(static_cast<protocol::CreditError>(status - 0x100)));
+    } else if (kind == FailureKind::kCompletion) {
+      detail = ibv_wc_status_str(static_cast<ibv_wc_status>(status));
+    }
+    eng.log_st("closing %s qp 0x%x: %s (%s)", c->peer().c_str(), c->qp_num(), what, detail.c_str());
+    EventArgs a;
+    a.failure = kind;
+    a.status = static_cast<int>(status);
+    c->dispatch(Event::kCoreFailed, a);
+  }
+  void on_stats_st(const dataplane::CoreLoad&) {}
+};
+
+void Engine::drain_cores_st() {
+  ReplyHandler h{*this};
+  for (auto& core : cores_) {
+    dataplane::ControlMailbox& mb = core->control_mailbox();
+    if (mb.has_backlog_st()) {
+      mb.flush_st([this](const dataplane::ToCore& cmd) {
+        if (cmd.op != dataplane::ToCoreOp::kAdopt) return;
+        if (Connection* c = by_handle(cmd.conn())) c->dispatch(Event::kAdoptEnqueued);
+      });
+    }
+    mb.drain_st(h);
+  }
+}
+
+void Engine::fire_timers_st() {
+  const auto now = std::chrono::steady_clock::now();
+  for (Connection* c : connections()) {
+    if (c->handshake_deadline_ && *c->handshake_deadline_ <= now) {
+      c->handshake_deadline_.reset();
+      c->dispatch(Event::kHandshakeTimeout);
+    }
+    if (c->reconnect_deadline_ && *c->reconnect_deadline_ <= now) {
+      c->reconnect_deadline_.reset();
+      c->dispatch(Event::kReconnectTimer);
+    }
+  }
+}
+
+void Engine::reap_st() {
+  for (auto it = conns_.begin(); it != conns_.end();) {
+    if (it->second->lifecycle().destroyable()) {
+      by_handle_.erase(it->second->handle().value);
+      ++counters_.destroyed;
+      it = conns_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Engine::close_st(std::uint64_t id, CloseReason why) {
+  if (Connection* c = find(id)) {
+    EventArgs a;
+    a.close_reason = why;
+    c->dispatch(Event::kLocalClose, a);
+  }
+}
+
+void Engine::begin_shutdown_st() {
+  accepting_ = false;
+  for (rdma_cm_id* l : listeners_) rdma_destroy_id(l);
+  listeners_.clear();
+  for (Connection* c : connections()) c->dispatch(Event::kShutdown);
+}
+
+void Engine::stop_cores_st() {
+  for (auto& c : cores_) c->stop.store(true, std::memory_order_release);
+  for (unsigned l : launched_lcores_) rte_eal_wait_lcore(l);
+  launched_lcores_.clear();
+}
+
+bool Engine::shutdown_st(Duration drain_timeout) {
+  begin_shutdown_st();
+  const bool drained = poll_until_st([this] { return conns_.empty(); }, drain_timeout);
+  stop_cores_st();
+  return drained;
+}
+
+// ---- helpers -----------------------------------------------------------------------------------------
+
+std::size_t Engine::owned_count() const noexcept {
+  std::size_t n = 0;
+  for (const auto& [id, c] : conns_) n += c->lifecycle().state() == State::kOwnedByCore ? 1 : 0;
+  return n;
+}
+
+Connection* Engine::find(std::uint64_t id) noexcept {
+  auto it = conns_.find(id);
+  return it == conns_.end() ? nullptr : it->second.get();
+}
+
+std::vector<Connection*> Engine::connections() const {
+  std::vector<Connection*> v;
+  v.reserve(conns_.size());
+  for (const auto& [id, c] : conns_) v.push_back(c.get());
+  return v;
+}
+
+Connection* Engine::by_handle(dataplane::ConnHandle h) noexcept {
+  auto it = by_handle_.find(h.value);
+  return it == by_handle_.end() ? nullptr : it->second;
+}
+
+void Engine::note_dispatch_st(const DispatchResult& r) {
+  if (r.verdict == Verdict::kIllegal) {
+    ++counters_.illegal_events;
+    log_st("illegal event %s in state %s", std::string(to_string(r.event)).c_str(),
+           std::string(to_string(r.from)).c_str());
+  }
+  if (r.setup_failed) {
+    log_st("setup step %s failed: %s", std::string(to_string(r.failed_action)).c_str(), std::strerror(-r.status));
+  }
+}
+
+void Engine::log_st(const char* fmt, ...) {
+  // Rate-limited: at most kLogsPerSecond lines per second per engine.
+  const auto now = std::chrono::steady_clock::now();
+  if (now - log_window_ >= std::chrono::seconds(1)) {
+    log_window_ = now;
+    log_in_window_ = 0;
+  }
+  if (++log_in_window_ > kLogsPerSecond) return;
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "rdmagate[%s]: %s\n", cfg_.name.c_str(), buf);
+}
+
+}  // namespace rdmagate::control

@@ -1,0 +1,247 @@
+#pragma once
+// The engine: one device, its protection domain, N data-plane cores, and the control thread's epoll loop
+// (rdma_cm event channel, the device's async-event fd, a timerfd, and the cores' reply rings). The engine is
+// symmetric: the gateway listens (passive), the client connects (active); both use this same class.
+//
+//   control/engine.hpp         this API, the Connection object (ConnectionOps implementation)
+//   control/control_loop.cpp  setup, the epoll loop, rdma_cm / async-event / core-reply handling, shutdown
+//   control/cm_ops.cpp        ConnectionOps: rdma_cm, QP, rx posting, handoff, timers for one connection
+//   dataplane/core_loop.hpp   the hot path (CoreLoop<Backend, Service>)
+//
+// Threads: every method here runs on the control thread (the main lcore), except the core loops, which run
+// on their worker lcores and talk to control only through the handoff rings.
+
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "control/connection_lifecycle.hpp"
+#include "control/rdma_device.hpp"
+#include "dataplane/core_conn.hpp"
+#include "dataplane/core_resources.hpp"
+#include "dataplane/verbs_backend.hpp"
+#include "protocol/errors.hpp"
+#include "protocol/handshake.hpp"
+
+namespace rdmagate::control {
+
+class Engine;
+
+struct EngineConfig {
+  std::string name = "engine";  // log prefix
+  std::string device;           // empty: the only device
+  bool passive = true;          // passive: our memory is registered IBV_ACCESS_LOCAL_WRITE only
+  std::vector<dataplane::CoreConfig> cores;
+  protocol::LocalEndpoint local{};   // incarnation 0: process_incarnation()
+  std::uint16_t signal_interval = 8;
+  BackoffPolicy backoff{};
+  Duration handshake_timeout = std::chrono::seconds(10);
+  int resolve_timeout_ms = 2000;
+  // RDMA READs a connection keeps in flight for read chunks, and what we ask rdma_cm for as initiator depth
+  // and responder resources; clamped to the device's max_qp_init_rd_atom / max_qp_rd_atom.
+  int max_rd_atom = 16;
+};
+
+// Control-side counters (plain; control thread only).
+struct EngineCounters {
+  std::uint64_t connect_requests = 0;
+  std::uint64_t accepts = 0;
+  std::array<std::uint64_t, protocol::kRejectReasonMax + 1> rejects_sent{};      // by RejectReason
+  std::array<std::uint64_t, protocol::kRejectReasonMax + 1> rejects_received{};  // by RejectReason
+  std::uint64_t established = 0;
+  std::uint64_t reconnects = 0;
+  std::uint64_t handshake_failures = 0;  // complete_connect refused the accept
+  std::uint64_t core_failures = 0;       // FAILED replies
+  std::uint64_t dead_peers = 0;          // FAILED kKeepalive: the peer stayed silent past the timeout
+  std::array<std::uint64_t, 0x300> failures_by_status{};  // FAILED kProtocol statuses (wire/credit/unexpected)
+  std::uint64_t async_events = 0;
+  std::uint64_t illegal_events = 0;
+  std::uint64_t destroyed = 0;
+  std::uint64_t races_won = 0;  // contested or duplicate requests we rejected "race"
+  std::uint64_t remote_cores = 0;  // configured cores not local to the device (hwloc)
+};
+
+// One connection, owned by the control thread; its CoreConn part is lent to a core between the first
+// posted receive and CLOSED.
+class Connection final : public ConnectionOps {
+ public:
+  Connection(Engine& eng, const LifecycleConfig& cfg, std::uint64_t id);
+  ~Connection() override = default;
+
+  DispatchResult dispatch(Event ev, const EventArgs& args = {});
+
+  // ConnectionOps.
+  int create_cm_id() noexcept override;
+  int arm_handshake_timer(Duration timeout) noexcept override;
+  int resolve_addr() noexcept override;
+  int resolve_route() noexcept override;
+  int reserve_core_slot() noexcept override;
+  int create_qp() noexcept override;
+  int post_rx() noexcept override;
+  int connect() noexcept override;
+  int accept() noexcept override;
+  int schedule_reconnect(Duration delay) noexcept override;
+  bool send_adopt() noexcept override;
+  void send_close(CloseReason why) noexcept override;
+  void reject(std::uint8_t code) noexcept override;
+  void disconnect() noexcept override;
+  void move_qp_to_err() noexcept override;
+  void cancel_handshake_timer() noexcept override;
+  void cancel_reconnect() noexcept override;
+  void free_rx() noexcept override;
+  void destroy_qp() noexcept override;
+  void release_core_slot() noexcept override;
+  void destroy_cm_id() noexcept override;
+
+  std::uint64_t id() const noexcept { return id_; }
+  const ConnectionLifecycle& lifecycle() const noexcept { return lc_; }
+  dataplane::ConnHandle handle() const noexcept { return dataplane::ConnHandle::from_ptr(&cc_); }
+  int core() const noexcept { return core_; }
+  std::uint32_t qp_num() const noexcept { return cc_.qp_num; }
+  std::uint32_t max_inline() const noexcept { return cc_.max_inline; }
+  const std::string& peer() const noexcept { return peer_str_; }
+  const protocol::Session& session() const noexcept { return cc_.session; }
+  const std::vector<Duration>& reconnect_delays() const noexcept { return reconnect_delays_; }
+  protocol::RejectReason last_reject() const noexcept { return last_reject_; }
+
+ private:
+  friend class Engine;
+  void reset_core_conn() noexcept;
+  void set_session(const protocol::Session& s) noexcept;
+
+  Engine& eng_;
+  ConnectionLifecycle lc_;
+  std::uint64_t id_;
+  rdma_cm_id* cm_id_ = nullptr;
+  int core_ = -1;
+  int slot_ = -1;
+  dataplane::CoreConn cc_;
+  std::optional<TimePoint> handshake_deadline_;
+  std::optional<TimePoint> reconnect_deadline_;
+  // Active side.
+  sockaddr_storage peer_addr_{};
+  std::string peer_str_;
+  protocol::HandshakeBody sent_request_{};
+  std::uint64_t last_peer_incarnation_ = 0;
+  std::vector<Duration> reconnect_delays_;
+  protocol::RejectReason last_reject_ = protocol::RejectReason::kNone;
+  // Passive side: the accept body negotiated from the request.
+  protocol::HandshakeBody accept_body_{};
+  std::uint32_t rx_to_post_ = 0;
+};
+
+// A core loop as control launches it: one virtual call per core lifetime, never per message.
+class CoreRunner {
+ public:
+  virtual ~CoreRunner() = default;
+  virtual int run_st() noexcept = 0;
+};
+
+template <typename Loop>
+class CoreRunnerOf final : public CoreRunner {
+ public:
+  template <typename... Args>
+  explicit CoreRunnerOf(Args&&... args) : loop_(std::forward<Args>(args)...) {}
+  int run_st() noexcept override { return loop_.run_st(); }
+  Loop& loop() noexcept { return loop_; }
+
+ private:
+  Loop loop_;
+};
+
+class Engine {
+ public:
+  // Opens the device, allocates the PD, builds every core's resources, opens the event channel, epoll,
+  // timerfd. nullptr and *error on failure.
+  static std::unique_ptr<Engine> create(const EngineConfig& cfg, std::string* error);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Launches `runners[i]` on core i's lcore (rte_eal_remote_launch pins it). Call once, after create.
+  bool launch_cores(std::vector<std::unique_ptr<CoreRunner>> runners, std::string* error);
+
+  // Passive: listen on addr (IPv4 or IPv6 literal) and port (0: ephemeral). Returns the bound port or 0.
+  std::uint16_t listen(const std::string& addr, std::uint16_t port, std::string* error);
+  // Active: connect to addr:port and keep the connection up (reconnect with backoff). Returns its id.
+  // reconnect=false: give up after the first failure (tools and fault-injection clients).
+  std::uint64_t connect(const std::string& addr, std::uint16_t port, std::string* error, bool reconnect = true);
+
+  // One turn of the control loop: waits up to timeout_ms for the fds, then handles cm events, async
+  // events, core replies and due timers.
+  void poll_st(int timeout_ms);
+  // Runs poll_st until `pred()` or the deadline; true if pred() held.
+  bool poll_until_st(const std::function<bool()>& pred, Duration timeout);
+
+  // Closes one connection (active side: it reconnects, as after any failure).
+  void close_st(std::uint64_t id, CloseReason why);
+  // SIGTERM path: stop accepting, close every connection for good, wait for the cores' CLOSED (bounded),
+  // then stop the cores. True if everything drained in time.
+  bool shutdown_st(Duration drain_timeout);
+  // The same in steps, for a thread that drives several engines: begin, poll until drained_st(), stop.
+  void begin_shutdown_st();
+  bool drained_st() const noexcept { return conns_.empty(); }
+  void stop_cores_st();
+
+  // Observation (control thread).
+  std::size_t connection_count() const noexcept { return conns_.size(); }
+  std::size_t owned_count() const noexcept;
+  Connection* find(std::uint64_t id) noexcept;
+  std::vector<Connection*> connections() const;
+  const EngineCounters& counters() const noexcept { return counters_; }
+  dataplane::CoreResources& core(std::size_t i) noexcept { return *cores_[i]; }
+  std::size_t core_count() const noexcept { return cores_.size(); }
+  const RdmaDevice& device() const noexcept { return *device_; }
+  const EngineConfig& config() const noexcept { return cfg_; }
+  // What we offer: our parameters clamped to the device.
+  protocol::ConnParams device_params() const noexcept;
+  const protocol::LocalEndpoint& local() const noexcept { return cfg_.local; }
+
+ private:
+  friend class Connection;
+  Engine() = default;
+
+  void handle_cm_events_st();
+  void handle_async_events_st();
+  void drain_cores_st();
+  void fire_timers_st();
+  void reap_st();
+  void on_connect_request_st(rdma_cm_id* child, const std::vector<std::uint8_t>& pd);
+  void arm_timerfd_st();
+  Connection* by_handle(dataplane::ConnHandle h) noexcept;
+  void log_st(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+  void note_dispatch_st(const DispatchResult& r);
+
+  struct ReplyHandler;
+
+  EngineConfig cfg_;
+  std::unique_ptr<RdmaDevice> device_;
+  ibv_pd* pd_ = nullptr;
+  std::vector<std::unique_ptr<dataplane::CoreResources>> cores_;
+  std::vector<std::unique_ptr<CoreRunner>> runners_;
+  std::vector<unsigned> launched_lcores_;
+  rdma_event_channel* channel_ = nullptr;
+  int epfd_ = -1;
+  int timerfd_ = -1;
+  std::vector<rdma_cm_id*> listeners_;
+  std::unordered_map<std::uint64_t, std::unique_ptr<Connection>> conns_;
+  std::unordered_map<std::uint64_t, Connection*> by_handle_;
+  std::unordered_map<std::uint32_t, Connection*> by_qp_;
+  std::uint64_t next_id_ = 1;
+  bool accepting_ = true;
+  EngineCounters counters_{};
+  std::chrono::steady_clock::time_point log_window_{};
+  unsigned log_in_window_ = 0;
+};
+
+}  // namespace rdmagate::control

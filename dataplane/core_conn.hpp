@@ -1,0 +1,213 @@
+#pragma once
+// One connection as a data-plane core sees it: descriptors, credit machine, send/recv staging, and the work
+// request id encoding. The control thread builds it (control/cm_ops.cpp) before any receive is posted; from
+// the first posted receive until the core answers CLOSED, only the owning core writes the fields marked
+// "core".
+//
+// wr_id encoding (o2iblnd style): the address of the RxDesc/TxDesc (8-byte aligned) with the work request
+// kind in the low 3 bits, so a completion finds its descriptor, and through it its connection, without a
+// lookup. A completion may arrive before ADOPT (receives are posted before accept): the core finds the
+// connection through the descriptor and parks the message (early rx).
+
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "dataplane/handoff_commands.hpp"
+#include "protocol/credit_machine.hpp"
+#include "protocol/errors.hpp"
+#include "protocol/message.hpp"
+#include "protocol/params.hpp"
+
+namespace rdmagate::dataplane {
+
+enum class WrKind : std::uint64_t {
+  kRecv = 0,   // a receive buffer (RxDesc)
+  kSend = 1,   // a message send (TxDesc)
+  kDrain = 2,  // the drain marker posted after CLOSE (TxDesc of the connection's marker)
+  kRdma = 3,   // an RDMA READ/WRITE for a bulk chunk (reserved for bulk transfers)
+};
+inline constexpr std::uint64_t kWrKindMask = 0x7;
+
+inline std::uint64_t make_wr_id(const void* desc, WrKind k) noexcept {
+  return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(desc)) | static_cast<std::uint64_t>(k);
+}
+inline WrKind wr_kind(std::uint64_t wr_id) noexcept { return static_cast<WrKind>(wr_id & kWrKindMask); }
+template <typename T>
+inline T* wr_desc(std::uint64_t wr_id) noexcept {
+  return reinterpret_cast<T*>(static_cast<std::uintptr_t>(wr_id & ~kWrKindMask));
+}
+
+struct CoreConn;
+
+struct alignas(8) RxDesc {
+  CoreConn* conn = nullptr;
+  std::uint8_t* buf = nullptr;
+  std::uint32_t byte_len = 0;  // core: of the last completion (early rx parking)
+  std::uint16_t index = 0;
+  ibv_recv_wr wr{};
+  ibv_sge sge{};
+};
+
+struct alignas(8) TxDesc {
+  CoreConn* conn = nullptr;
+  std::uint8_t* buf = nullptr;
+  std::uint32_t len = 0;
+  std::uint16_t index = 0;
+  std::uint8_t type = 0;  // protocol::MessageType of what the buffer holds (counters)
+  ibv_send_wr wr{};
+  ibv_sge sge{};
+};
+
+// SQ FIFO entries that are not tx descriptors: an RDMA READ/WRITE whose completion is reported (marker) and
+// an unsignaled RDMA WRITE before it (filler). Both are above any tx descriptor index.
+inline constexpr std::uint16_t kRdmaMarker = 0xfff0;
+inline constexpr std::uint16_t kRdmaFiller = 0xfff1;
+
+// A chunk request waiting for (or being served by) the connection's bulk engine.
+struct ChunkRequest {
+  protocol::MessageType type = protocol::MessageType::kReadChunkRequest;
+  std::uint16_t opcode = 0;
+  std::uint64_t cookie = 0;
+  protocol::Chunk chunk{};  // copied from the receive buffer, which is re-posted at once
+};
+
+// The one bulk transfer a connection runs at a time (later chunk requests wait in its FIFO).
+enum class BulkState : std::uint8_t {
+  kIdle = 0,     // nothing in flight
+  kReading = 1,  // RDMA READs of a read chunk in flight (at most rd_depth; the rest wait to be posted)
+  kWriting = 2,  // RDMA WRITEs of a write chunk posted; waiting for the last (signaled) one
+};
+
+struct alignas(8) BulkOp {
+  CoreConn* conn = nullptr;  // set by control with the descriptors (a kRdma wr_id names the BulkOp)
+  BulkState state = BulkState::kIdle;
+  ChunkRequest req{};
+  std::uint16_t next_frag = 0;    // next fragment to READ
+  std::uint16_t outstanding = 0;  // READs posted, not completed
+  std::uint32_t next_off = 0;     // local offset of next_frag
+  std::uint32_t bytes = 0;        // bytes of the transfer
+  std::array<ibv_send_wr, protocol::kMaxFragments> wr{};
+  std::array<ibv_sge, protocol::kMaxFragments> sge{};
+};
+inline constexpr std::uint32_t kChunkQueue = 4;  // chunk requests a connection may have waiting
+
+// Where a connection is, as its core sees it.
+enum class CoreConnState : std::uint8_t {
+  kPosted = 0,    // receives posted by control, not adopted yet: completions are parked (early rx)
+  kOwned = 1,     // ADOPT seen: the core owns the data path
+  kFailed = 2,    // the core reported FAILED (completion error, protocol violation, dead peer): no more
+                  // sends; waiting for control's CLOSE
+  kDraining = 3,  // CLOSE seen: QP is in ERR; waiting for every posted WR to flush
+  kClosed = 4,    // CLOSED sent: the core holds no reference any more
+};
+
+// Plain per-connection service state (the service decides what the words mean).
+struct ServiceConnState {
+  std::uint64_t a = 0, b = 0, c = 0, d = 0;
+};
+
+struct CoreConn {
+  // ---- set by control before the first receive is posted; read-only afterwards ----
+  ConnHandle handle{};        // what the core names in CLOSED/FAILED
+  ibv_qp* qp = nullptr;
+  std::uint32_t qp_num = 0;
+  std::uint32_t lkey = 0;
+  std::uint32_t max_inline = 0;      // read back from the QP after creation
+  std::uint32_t buf_size = 0;        // bytes per rx/tx buffer (>= negotiated max message size)
+  std::uint16_t signal_interval = 8; // one signaled send per N (N < SQ depth)
+  std::uint32_t sq_depth = 0;        // granted SQ depth
+  std::vector<RxDesc> rx;            // one per posted receive buffer
+  std::vector<TxDesc> tx;            // message descriptors (buffers in registered memory)
+  TxDesc drain{};                    // the drain marker
+  std::uint8_t* bulk = nullptr;      // the connection's bulk buffer (registered with the core's region)
+  std::uint32_t bulk_size = 0;
+  std::uint32_t rkey = 0;            // active side: key of the core's region (requests' chunks)
+  std::uint16_t rd_depth = 1;        // RDMA READs in flight at most (initiator depth)
+  // ---- set by control before ADOPT (the ring's release/acquire publishes them) ----
+  protocol::Session session{};
+  protocol::CreditConfig credit_cfg{};
+
+  // ---- core ----
+  CoreConnState state = CoreConnState::kPosted;
+  std::uint32_t rx_posted = 0;  // receives the device holds (set by control when it posts them)
+  std::optional<protocol::CreditMachine> credits;
+  std::vector<std::uint16_t> links;     // credit machine queue links, one per tx descriptor
+  std::vector<std::uint16_t> tx_free;   // free tx descriptor indices (stack)
+  std::uint32_t tx_free_top = 0;
+  std::vector<std::uint16_t> sq_fifo;   // tx descriptors posted, oldest first (power-of-two ring)
+  std::uint32_t sq_head = 0, sq_tail = 0;
+  std::uint32_t unsignaled = 0;         // sends posted since the last signaled one
+  bool drain_posted = false;
+  std::vector<std::uint16_t> early;     // rx indices completed before ADOPT, in order
+  std::uint32_t early_count = 0;
+  // Staged work, posted at the end of the burst: receives first, then sends (credits never outrun buffers).
+  ibv_recv_wr* recv_head = nullptr;
+  ibv_recv_wr* recv_tail = nullptr;
+  std::uint32_t recv_staged = 0;
+  ibv_send_wr* send_head = nullptr;
+  ibv_send_wr* send_tail = nullptr;
+  bool dirty = false;
+  std::uint32_t owned_index = 0;  // position in the core's owned list
+  ServiceConnState svc{};
+  BulkOp bulk_op{};
+  std::array<ChunkRequest, kChunkQueue> chunk_queue{};
+  std::uint32_t chunk_head = 0, chunk_count = 0;
+  std::uint64_t last_activity_tsc = 0;
+
+  // Counters of this connection (summed by the core).
+  std::uint64_t msgs_rx = 0, msgs_tx = 0;
+
+  std::uint32_t sq_inflight() const noexcept { return sq_tail - sq_head; }
+};
+
+// Errors the core reports, by code (plain per-core counters).
+enum class CoreError : std::uint8_t {
+  kWire = 0,          // decode_message refused a message (by WireError below)
+  kCredit = 1,        // the credit machine refused a message (by CreditError below)
+  kCompletion = 2,    // a completion with an error status other than flush
+  kPostSend = 3,      // ibv_post_send failed
+  kPostRecv = 4,      // ibv_post_recv failed
+  kTxExhausted = 5,   // no free tx descriptor (sizing bug)
+  kEncode = 6,        // encode_message refused what a service built
+  kUnexpected = 7,    // a message type the service does not take in this direction
+  kDeadPeer = 8,      // nothing received for the dead-peer timeout
+};
+inline constexpr std::size_t kCoreErrorCount = 9;
+
+// Plain per-core counters. Only the owning core writes them; readers tolerate torn/stale values.
+struct CoreCounters {
+  std::uint64_t polls = 0;
+  std::uint64_t idle_polls = 0;
+  std::uint64_t yields = 0;
+  std::uint64_t completions_recv = 0;
+  std::uint64_t completions_send = 0;
+  std::uint64_t completions_drain = 0;
+  std::uint64_t completions_rdma = 0;
+  std::uint64_t completions_flushed = 0;
+  std::uint64_t completions_error = 0;
+  std::array<std::uint64_t, protocol::kMessageTypeMax + 1> msgs_rx{};   // by MessageType
+  std::array<std::uint64_t, protocol::kMessageTypeMax + 1> bytes_rx{};
+  std::array<std::uint64_t, protocol::kMessageTypeMax + 1> msgs_tx{};
+  std::array<std::uint64_t, protocol::kMessageTypeMax + 1> bytes_tx{};
+  std::uint64_t inline_sends = 0;
+  std::uint64_t doorbells_send = 0;
+  std::uint64_t doorbells_recv = 0;
+  std::uint64_t credit_stalls = 0;   // a message queued because credits did not allow it now
+  std::uint64_t noops = 0;
+  std::uint64_t early_rx = 0;
+  std::uint64_t adopted = 0;
+  std::uint64_t closed = 0;
+  std::array<std::uint64_t, kCoreErrorCount> errors{};
+  std::array<std::uint64_t, protocol::kWireErrorCount> wire_errors{};
+  std::array<std::uint64_t, protocol::kCreditErrorCount> credit_errors{};
+  std::uint64_t read_chunks = 0, read_bytes = 0, write_chunks = 0, write_bytes = 0;
+  std::uint64_t rdma_reads_queued = 0;  // READs that had to wait for an earlier one (initiator depth)
+  std::uint64_t chunk_queue_full = 0;   // chunk requests refused with kNoResources
+};
+
+}  // namespace rdmagate::dataplane

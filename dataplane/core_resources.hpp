@@ -1,0 +1,112 @@
+#pragma once
+// Per-core resources (setup side; control thread): the core's CQ, its hugepage region registered ONCE on
+// the device's PD, the fixed connection slots carved out of that region (rx buffers and tx buffers per
+// slot), and the core's pair of handoff rings. The core loop (core_loop.hpp) uses them; control allocates
+// and frees slots.
+//
+// Memory: one HugeBuffer (rte_malloc on the core's socket) holding every slot's buffers:
+//   slot s: [rx_per_conn x buf_size][tx_per_conn x buf_size][bulk_bytes_per_conn]
+// registered with `access` (IBV_ACCESS_LOCAL_WRITE only on the passive side).
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataplane/core_conn.hpp"
+#include "dataplane/handoff_ring.hpp"
+#include "dataplane/huge_buffer.hpp"
+
+namespace rdmagate::dataplane {
+
+// Replies a core can owe: one FAILED and one CLOSED per connection it may hold.
+inline constexpr std::uint32_t kMaxConnsPerCore = 512;
+inline constexpr std::uint32_t kCorePendingReplies = 2 * kMaxConnsPerCore;
+using EngineCoreMailbox = CoreMailbox<kCorePendingReplies>;
+
+// What a core does when a poll finds nothing.
+enum class IdlePolicy : std::uint8_t {
+  kBusy = 0,   // rte_pause and poll again: a pinned core with a CPU of its own
+  kYield = 1,  // sched_yield after `idle_yield_after` empty polls: more pollers than CPUs (tests, 2-vCPU guest)
+};
+
+struct CoreConfig {
+  unsigned lcore = 1;             // EAL worker lcore the loop runs on
+  int socket = -1;                // NUMA socket for its memory (-1: any)
+  std::uint32_t max_conns = 64;   // connection slots
+  std::uint32_t rx_per_conn = 32; // receive buffers per connection (>= queue depth)
+  std::uint32_t tx_per_conn = 80; // tx descriptors per connection
+  std::uint32_t buf_size = 4096;  // bytes per buffer (>= max message size)
+  int access = IBV_ACCESS_LOCAL_WRITE;
+  std::uint32_t poll_burst = 32;
+  IdlePolicy idle = IdlePolicy::kBusy;
+  std::uint32_t idle_yield_after = 256;
+  std::uint32_t bulk_bytes_per_conn = 0;  // per-connection bulk buffer (chunk READ target / WRITE source)
+  std::uint64_t keepalive_us = 0;       // 0: no keepalive NOOPs
+  std::uint64_t dead_peer_us = 0;       // 0: never declare a peer dead
+};
+
+class CoreResources {
+ public:
+  // Builds everything; nullptr and *error on failure (partial state is undone).
+  static std::unique_ptr<CoreResources> create(unsigned index, const CoreConfig& cfg, ibv_context* ctx,
+                                               ibv_pd* pd, std::string* error);
+  ~CoreResources();
+  CoreResources(const CoreResources&) = delete;
+  CoreResources& operator=(const CoreResources&) = delete;
+
+  unsigned index() const noexcept { return index_; }
+  const CoreConfig& config() const noexcept { return cfg_; }
+  ibv_cq* cq() const noexcept { return cq_; }
+  std::uint32_t lkey() const noexcept { return mr_->lkey; }
+  // Remote key of the core's region: meaningful only on the active side (the passive side registers
+  // IBV_ACCESS_LOCAL_WRITE only and never hands a key out).
+  std::uint32_t rkey() const noexcept { return mr_->rkey; }
+
+  // ---- control thread ----
+  // A free slot index, or -1. load() counts slots in use (least-loaded placement).
+  int alloc_slot_st() noexcept;
+  void free_slot_st(int slot) noexcept;
+  std::uint32_t load() const noexcept { return used_; }
+  std::uint8_t* rx_buf(int slot, std::uint32_t i) const noexcept {
+    return region_.bytes() + slot_bytes() * static_cast<std::size_t>(slot) + std::size_t{i} * cfg_.buf_size;
+  }
+  std::uint8_t* tx_buf(int slot, std::uint32_t i) const noexcept {
+    return rx_buf(slot, cfg_.rx_per_conn) + std::size_t{i} * cfg_.buf_size;
+  }
+  std::uint8_t* bulk_buf(int slot) const noexcept { return tx_buf(slot, cfg_.tx_per_conn); }
+  ControlMailbox& control_mailbox() noexcept { return *control_mailbox_; }
+
+  // ---- the core ----
+  EngineCoreMailbox& core_mailbox() noexcept { return *core_mailbox_; }
+
+  // Set by control to stop the loop; the core polls it at its ring checks.
+  std::atomic<bool> stop{false};
+  // True while the loop runs (set by the core).
+  std::atomic<bool> running{false};
+  // The core's counters (written only by the core; readers accept stale values).
+  CoreCounters counters{};
+
+ private:
+  CoreResources() = default;
+  std::size_t slot_bytes() const noexcept {
+    return std::size_t{cfg_.rx_per_conn + cfg_.tx_per_conn} * cfg_.buf_size + cfg_.bulk_bytes_per_conn;
+  }
+
+  unsigned index_ = 0;
+  CoreConfig cfg_{};
+  ibv_cq* cq_ = nullptr;
+  ibv_mr* mr_ = nullptr;
+  HugeBuffer region_;
+  HugeBuffer ring_mem_;
+  CoreHandoff handoff_;
+  std::unique_ptr<ControlMailbox> control_mailbox_;
+  std::unique_ptr<EngineCoreMailbox> core_mailbox_;
+  std::vector<int> free_slots_;
+  std::uint32_t used_ = 0;
+};
+
+}  // namespace rdmagate::dataplane

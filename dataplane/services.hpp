@@ -1,0 +1,237 @@
+#pragma once
+// Services a core dispatches received messages to, chosen at setup as CoreLoop's template parameter.
+//
+//   EchoService        (passive) answers every inline request with the same payload, inline.
+//   SinkService        (passive) consumes one-way requests; credits come back on NOOPs at high water.
+//   EchoClientService  (active)  drives echo traffic on every adopted connection and verifies every byte
+//                      of every answer: payload sizes cycle 0..max_payload, a window of requests in flight.
+//
+// Services run on the core (every method _st) and never allocate, lock or make syscalls.
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "dataplane/core_conn.hpp"
+#include "protocol/message.hpp"
+
+namespace rdmagate::dataplane {
+
+// Bulk echo: a read chunk request makes the core RDMA-READ the requester's fragments into the connection's
+// bulk buffer (the stored length lives in CoreConn::svc.a); a write chunk request makes it RDMA-WRITE the
+// stored bytes back into the requester's fragments. Each answers with a completion carrying the byte count.
+struct EchoService {
+  std::uint64_t requests = 0;
+  std::uint64_t send_failures = 0;
+  std::uint64_t chunk_refusals = 0;
+
+  template <typename Api>
+  void on_chunk_request_st(Api& api, CoreConn& c, const ChunkRequest& r) noexcept {
+    using protocol::CompletionStatus;
+    if (r.type == protocol::MessageType::kReadChunkRequest) {
+      if (api.bulk_read_st(c, r)) return;  // answered in on_bulk_read_done_st
+      ++chunk_refusals;
+      complete_st(api, c, r, CompletionStatus::kNoResources, 0);
+      return;
+    }
+    const std::uint32_t stored = static_cast<std::uint32_t>(c.svc.a);
+    if (r.chunk.total_length() < stored) {
+      ++chunk_refusals;
+      complete_st(api, c, r, CompletionStatus::kChunkTooSmall, stored);  // the size needed
+      return;
+    }
+    if (!api.bulk_write_st(c, r, stored)) {
+      ++chunk_refusals;
+      complete_st(api, c, r, CompletionStatus::kNoResources, 0);
+      return;
+    }
+    complete_st(api, c, r, CompletionStatus::kOk, stored);
+  }
+
+  template <typename Api>
+  void on_bulk_read_done_st(Api& api, CoreConn& c, const BulkOp& op) noexcept {
+    c.svc.a = op.bytes;
+    complete_st(api, c, op.req, protocol::CompletionStatus::kOk, op.bytes);
+  }
+
+  template <typename Api>
+  void complete_st(Api& api, CoreConn& c, const ChunkRequest& r, protocol::CompletionStatus st,
+                   std::uint32_t bytes) noexcept {
+    if (!api.send_st(c, protocol::MessageType::kCompletion, r.opcode, r.cookie, {},
+                     static_cast<std::uint32_t>(st), bytes)) {
+      ++send_failures;
+    }
+  }
+
+  template <typename Api>
+  void on_adopt_st(Api&, CoreConn&) noexcept {}
+  template <typename Api>
+  void on_request_st(Api& api, CoreConn& c, const protocol::Message& m) noexcept {
+    ++requests;
+    if (!api.send_st(c, protocol::MessageType::kInlineResponse, m.opcode, m.cookie, m.payload)) ++send_failures;
+  }
+  template <typename Api>
+  void on_response_st(Api&, CoreConn&, const protocol::Message&) noexcept {}
+  template <typename Api>
+  void on_close_st(Api&, CoreConn&) noexcept {}
+};
+
+struct SinkService {
+  std::uint64_t requests = 0;
+  std::uint64_t bytes = 0;
+
+  template <typename Api>
+  void on_adopt_st(Api&, CoreConn&) noexcept {}
+  template <typename Api>
+  void on_request_st(Api&, CoreConn&, const protocol::Message& m) noexcept {
+    ++requests;
+    bytes += m.payload.size();
+  }
+  template <typename Api>
+  void on_response_st(Api&, CoreConn&, const protocol::Message&) noexcept {}
+  template <typename Api>
+  void on_close_st(Api&, CoreConn&) noexcept {}
+};
+
+// The byte `j` of the payload of request `cookie`: every byte verifiable, different per request.
+constexpr std::uint8_t echo_pattern(std::uint64_t cookie, std::uint32_t j) noexcept {
+  return static_cast<std::uint8_t>((cookie * 0x9e3779b1u) >> 24 ^ (j * 131u + 7u) ^ (j >> 8));
+}
+
+// Results an EchoClientService publishes to other threads (atomics, touched once per connection or on a
+// mismatch, never per message).
+struct EchoClientResults {
+  std::atomic<std::uint64_t> connections_done{0};  // connections that got every answer
+  std::atomic<std::uint64_t> verified{0};          // answers verified (added when a connection finishes)
+  std::atomic<std::uint64_t> mismatches{0};        // answers with a wrong size, opcode or byte
+  std::atomic<std::uint64_t> sum_rtt_tsc{0};       // added when a connection finishes
+};
+
+struct EchoClientConfig {
+  std::uint64_t messages_per_conn = 10000;
+  std::uint32_t min_payload = 0;  // sizes cycle min_payload..max_payload (equal: a fixed size)
+  std::uint32_t max_payload = 0;
+  std::uint32_t window = 8;       // requests in flight per connection
+  std::uint16_t opcode = 1;
+  bool one_way = false;           // sink mode: no answers expected; completes when all are sent
+  bool measure_latency = false;   // per-request RTT histogram (1 us buckets); one connection per core
+};
+
+class EchoClientService {
+ public:
+  EchoClientService(const EchoClientConfig& cfg, EchoClientResults& results) noexcept
+      : cfg_(cfg), res_(results) {}
+
+  // Per-connection state lives in CoreConn::svc: a = sent, b = answered, c = verified, d = start tsc.
+  template <typename Api>
+  void on_adopt_st(Api& api, CoreConn& c) noexcept {
+    c.svc = ServiceConnState{};
+    c.svc.d = api.now_tsc_st();
+    fill_st(api, c);
+  }
+
+  template <typename Api>
+  void on_request_st(Api&, CoreConn&, const protocol::Message&) noexcept {
+    ++unexpected_;
+  }
+
+  template <typename Api>
+  void on_response_st(Api& api, CoreConn& c, const protocol::Message& m) noexcept {
+    ++c.svc.b;
+    const std::uint64_t cookie = m.cookie;
+    if (cfg_.measure_latency) {
+      const std::uint64_t us = (api.now_tsc_st() - sent_tsc_[cookie % kTscSlots]) * 1'000'000 / api.tsc_hz();
+      ++hist_[us < kHistBuckets ? us : kHistBuckets - 1];
+    }
+    const std::uint32_t want = size_for(cookie);
+    bool ok = m.type == protocol::MessageType::kInlineResponse && m.opcode == cfg_.opcode &&
+              m.payload.size() == want && cookie != 0 && cookie <= c.svc.a;
+    for (std::uint32_t j = 0; ok && j < want; ++j) ok = m.payload[j] == echo_pattern(cookie, j);
+    if (ok) {
+      ++c.svc.c;
+    } else {
+      res_.mismatches.fetch_add(1, std::memory_order_relaxed);
+    }
+    fill_st(api, c);
+    finish_if_done_st(api, c);
+  }
+
+  template <typename Api>
+  void on_close_st(Api&, CoreConn&) noexcept {}
+
+  // The core calls this when descriptors or credits came back (send completions, NOOPs): sink mode keeps
+  // sending as they free up.
+  template <typename Api>
+  void on_writable_st(Api& api, CoreConn& c) noexcept {
+    if (cfg_.one_way) fill_st(api, c);
+  }
+
+  // Sends requests while the window, the descriptors and the total allow.
+  template <typename Api>
+  void fill_st(Api& api, CoreConn& c) noexcept {
+    while (c.svc.a < cfg_.messages_per_conn && c.svc.a - c.svc.b < cfg_.window &&
+           api.tx_available_st(c) > 2) {
+      const std::uint64_t cookie = ++c.svc.a;
+      const std::uint32_t n = size_for(cookie);
+      for (std::uint32_t j = 0; j < n; ++j) scratch_[j] = echo_pattern(cookie, j);
+      if (cfg_.measure_latency) sent_tsc_[cookie % kTscSlots] = api.now_tsc_st();
+      if (!api.send_st(c, protocol::MessageType::kInlineRequest, cfg_.opcode, cookie,
+                       std::span<const std::uint8_t>(scratch_, n))) {
+        --c.svc.a;
+        ++send_failures_;
+        return;
+      }
+      if (cfg_.one_way) ++c.svc.b;
+    }
+    if (cfg_.one_way) finish_if_done_st(api, c);
+  }
+
+  // The q-quantile (0..1) of the measured RTTs in microseconds (read after the core stopped).
+  std::uint64_t rtt_quantile_us(double q) const noexcept {
+    std::uint64_t total = 0;
+    for (const auto h : hist_) total += h;
+    if (total == 0) return 0;
+    const auto want = static_cast<std::uint64_t>(q * static_cast<double>(total - 1)) + 1;
+    std::uint64_t seen = 0;
+    for (std::size_t i = 0; i < hist_.size(); ++i) {
+      seen += hist_[i];
+      if (seen >= want) return i;
+    }
+    return kHistBuckets - 1;
+  }
+  std::uint64_t unexpected() const noexcept { return unexpected_; }
+  std::uint64_t send_failures() const noexcept { return send_failures_; }
+
+  static constexpr std::uint32_t kMaxPayload = 64 * 1024;
+
+ private:
+  std::uint32_t size_for(std::uint64_t cookie) const noexcept {
+    if (cfg_.max_payload <= cfg_.min_payload) return cfg_.max_payload;
+    return cfg_.min_payload +
+           static_cast<std::uint32_t>(cookie % (std::uint64_t{cfg_.max_payload - cfg_.min_payload} + 1));
+  }
+
+  template <typename Api>
+  void finish_if_done_st(Api& api, CoreConn& c) noexcept {
+    if (c.svc.b == cfg_.messages_per_conn && c.svc.d != 0) {
+      res_.verified.fetch_add(c.svc.c, std::memory_order_relaxed);
+      res_.sum_rtt_tsc.fetch_add(api.now_tsc_st() - c.svc.d, std::memory_order_relaxed);
+      c.svc.d = 0;
+      res_.connections_done.fetch_add(1, std::memory_order_release);
+    }
+  }
+
+  EchoClientConfig cfg_;
+  EchoClientResults& res_;
+  std::uint64_t unexpected_ = 0;
+  std::uint64_t send_failures_ = 0;
+  static constexpr std::size_t kTscSlots = 256;  // > window: a request's slot is free again when it returns
+  static constexpr std::size_t kHistBuckets = 4096;
+  std::array<std::uint64_t, kTscSlots> sent_tsc_{};
+  std::array<std::uint32_t, kHistBuckets> hist_{};
+  std::uint8_t scratch_[kMaxPayload];
+};
+
+}  // namespace rdmagate::dataplane

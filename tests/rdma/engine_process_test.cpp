@@ -1,0 +1,201 @@
+// The engine across processes (rxe guest): a client killed with SIGKILL mid-stream, a server restarted under a
+// reconnecting client, and SIGTERM drains that exit 0. The parent never initialises EAL: it re-executes
+// itself as engine peers ("engine_process_test peer server|client ...", tests/rdma/engine_peer.cpp linked in)
+// and watches their status files, every wait with a deadline.
+//
+// Lcores: each process pins its control thread and its core to different vCPUs (server 0@0,1@1; client
+// 0@1,1@0); both cores use the yielding idle policy, since the two processes share the guest's 2 vCPUs.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "control/rdma_device.hpp"
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+std::string g_peer;
+int g_port_base = 7400;
+
+std::string rxe_addr() {
+  const char* v = std::getenv("RDMAGATE_RXE_ADDR");
+  return v != nullptr && *v != '\0' ? v : "198.18.0.1";
+}
+
+struct Peer {
+  pid_t pid = -1;
+  std::string status;
+  ~Peer() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+bool spawn_peer(Peer* p, const std::vector<std::string>& args, const std::string& status) {
+  std::remove(status.c_str());
+  p->status = status;
+  std::vector<std::string> full{g_peer, "peer"};
+  full.insert(full.end(), args.begin(), args.end());
+  full.push_back("--status");
+  full.push_back(status);
+  std::vector<char*> argv;
+  for (auto& s : full) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  return posix_spawn(&p->pid, g_peer.c_str(), nullptr, nullptr, argv.data(), environ) == 0;
+}
+
+std::map<std::string, std::string> read_status(const std::string& path) {
+  std::map<std::string, std::string> kv;
+  std::ifstream f(path);
+  std::string tok;
+  while (f >> tok) {
+    const auto eq = tok.find('=');
+    if (eq != std::string::npos) kv[tok.substr(0, eq)] = tok.substr(eq + 1);
+  }
+  return kv;
+}
+
+std::uint64_t num(const std::map<std::string, std::string>& kv, const std::string& k) {
+  auto it = kv.find(k);
+  return it == kv.end() ? UINT64_MAX : std::strtoull(it->second.c_str(), nullptr, 10);
+}
+
+template <typename Pred>
+bool wait_for(Pred pred, std::chrono::seconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (!pred()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+// Waits for the process to exit; its exit code, or -1 on timeout / signal.
+int wait_exit(Peer* p, std::chrono::seconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    int st = 0;
+    const pid_t r = waitpid(p->pid, &st, WNOHANG);
+    if (r == p->pid) {
+      p->pid = -1;
+      return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return -1;
+}
+
+TEST(EngineProcess, ClientKilledMidStreamServerFreesEverything) {
+  const std::string port = std::to_string(g_port_base + 1);
+  Peer server, client;
+  ASSERT_TRUE(spawn_peer(&server, {"server", "--addr", rxe_addr(), "--port", port, "--lcores", "0@0,1@1"},
+                         "/tmp/engine_peer_s1"));
+  ASSERT_TRUE(wait_for([&] { return num(read_status(server.status), "conns") == 0; }, std::chrono::seconds(20)))
+      << "server never came up";
+  ASSERT_TRUE(spawn_peer(&client, {"client", "--addr", rxe_addr(), "--port", port, "--lcores", "0@1,1@0"},
+                         "/tmp/engine_peer_c1"));
+  EXPECT_TRUE(wait_for([&] { return num(read_status(server.status), "rx") + 1 > 2001; }, std::chrono::seconds(30)))
+      << "no traffic";
+  EXPECT_EQ(num(read_status(server.status), "conns"), 1u);
+  kill(client.pid, SIGKILL);
+  waitpid(client.pid, nullptr, 0);
+  client.pid = -1;
+  const auto t0 = Clock::now();
+  EXPECT_TRUE(wait_for([&] { return num(read_status(server.status), "conns") == 0; }, std::chrono::seconds(30)))
+      << "server still holds the killed client's connection";
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const auto st = read_status(server.status);
+  std::printf("engine_process: client SIGKILLed after %s server rx; server connection count back to %s in %.2f s\n",
+              st.at("rx").c_str(), st.at("conns").c_str(), secs);
+  kill(server.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(&server, std::chrono::seconds(20)), 0);
+}
+
+TEST(EngineProcess, ServerRestartClientReconnectsWithBackoffSigtermDrainsExitZero) {
+  const std::string port = std::to_string(g_port_base + 2);
+  Peer server, client;
+  const std::vector<std::string> sargs{"server", "--addr", rxe_addr(), "--port", port, "--lcores", "0@0,1@1"};
+  ASSERT_TRUE(spawn_peer(&server, sargs, "/tmp/engine_peer_s2"));
+  ASSERT_TRUE(wait_for([&] { return num(read_status(server.status), "conns") == 0; }, std::chrono::seconds(20)));
+  ASSERT_TRUE(spawn_peer(&client,
+                         {"client", "--addr", rxe_addr(), "--port", port, "--lcores", "0@1,1@0", "--backoff-min-ms",
+                          "100", "--backoff-max-ms", "1600"},
+                         "/tmp/engine_peer_c2"));
+  ASSERT_TRUE(wait_for([&] { return num(read_status(client.status), "rx") + 1 > 2001; }, std::chrono::seconds(30)));
+
+  // SIGTERM under load: the server drains and exits 0.
+  kill(server.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(&server, std::chrono::seconds(20)), 0) << "server SIGTERM drain";
+  EXPECT_EQ(num(read_status("/tmp/engine_peer_s2"), "conns"), 0u);
+  const std::uint64_t rx_before = num(read_status(client.status), "rx");
+  // Leave the client a few failed attempts, then restart the server on the same port.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  Peer server2;
+  ASSERT_TRUE(spawn_peer(&server2, sargs, "/tmp/engine_peer_s3"));
+  EXPECT_TRUE(wait_for([&] {
+    const auto st = read_status(client.status);
+    return num(st, "owned") == 1 && num(st, "rx") != UINT64_MAX && num(st, "rx") > rx_before + 2000;
+  }, std::chrono::seconds(40))) << "client did not carry on after the restart";
+  const auto cst = read_status(client.status);
+  std::printf("engine_process: server restarted; client reconnects %s, backoff delays seen (ms) %s; rx %llu -> %s, "
+              "mismatches %s\n",
+              cst.at("reconnects").c_str(), cst.at("delays_ms").c_str(), static_cast<unsigned long long>(rx_before),
+              cst.at("rx").c_str(), cst.at("mismatches").c_str());
+  EXPECT_GE(num(cst, "reconnects"), 2u);
+  EXPECT_EQ(num(cst, "mismatches"), 0u);
+  EXPECT_EQ(num(read_status(server2.status), "conns"), 1u);
+
+  kill(client.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(&client, std::chrono::seconds(20)), 0) << "client SIGTERM drain";
+  EXPECT_TRUE(wait_for([&] { return num(read_status(server2.status), "conns") == 0; }, std::chrono::seconds(20)));
+  kill(server2.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(&server2, std::chrono::seconds(20)), 0);
+}
+
+}  // namespace
+
+int engine_peer_main(int argc, char** argv);
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "peer") == 0) return engine_peer_main(argc - 1, argv + 1);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) {
+    std::fprintf(stderr, "*** FAILED engine_process_test: readlink /proc/self/exe: %s\n", std::strerror(errno));
+    return 1;
+  }
+  self[n] = '\0';
+  g_peer = self;
+  const rdmagate::control::RdmaProbe probe = rdmagate::control::probe_rdma(rdmagate::control::device_name_from_env());
+  if (!probe.ok()) {
+    if (probe.no_rdma()) {
+      std::fprintf(stderr, "*** SKIPPED engine_process_test (exit %d, not a pass): %s\n",
+                   rdmagate::control::kSkipExitCode, probe.message.c_str());
+      return rdmagate::control::kSkipExitCode;
+    }
+    std::fprintf(stderr, "*** FAILED engine_process_test: %s\n", probe.message.c_str());
+    return 1;
+  }
+  g_port_base = 7400 + static_cast<int>(getpid() % 500) * 2;
+  return RUN_ALL_TESTS();
+}
