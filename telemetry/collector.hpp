@@ -1,0 +1,52 @@
+#pragma once
+// Scrape-time half of telemetry: a prometheus::Collectable that reads the registered CoreStats blocks and
+// turns them into MetricFamily objects following metric_table(). Runs on the HTTP thread only.
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
+#include "telemetry/stats.hpp"
+
+namespace rdmagate::telemetry {
+
+class StatsCollector final : public prometheus::Collectable {
+ public:
+  // tsc_hz converts the *_seconds_total TSC counters; version feeds rdmagate_build_info.
+  StatsCollector(std::string version, std::uint64_t tsc_hz);
+
+  // Setup, before the cores launch. The block must outlive the collector (or every scrape). Returns false
+  // for a core id registered twice.
+  bool register_core(unsigned core_id, CoreStats& block);
+  // A block written by a non-data-plane thread (rdma_cm control thread: accepts, rejects, async events).
+  // It is added into summed metrics only: it has no `core` label and takes no part in health checks.
+  void register_control(CoreStats& block);
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+  struct CoreProgress {
+    unsigned core = 0;
+    std::uint64_t polls = 0;
+  };
+  // The liveness signal of every registered core, in registration order.
+  std::vector<CoreProgress> core_progress() const;
+
+ private:
+  struct Entry {
+    unsigned core = 0;
+    CoreStats* block = nullptr;
+  };
+  double export_value(std::uint64_t raw, bool tsc_seconds, bool gauge) const noexcept;
+
+  const std::string version_;
+  const double tsc_hz_;
+  mutable std::mutex mutex_;
+  std::vector<Entry> cores_;
+  std::vector<CoreStats*> control_;
+};
+
+}  // namespace rdmagate::telemetry

@@ -1,0 +1,181 @@
+#include "telemetry/http_server.hpp"
+
+#include <civetweb.h>
+
+#include <algorithm>
+#include <array>
+#include <exception>
+#include <sstream>
+
+#include <prometheus/text_serializer.h>
+
+namespace rdmagate::telemetry {
+namespace {
+
+void send(mg_connection* conn, int status, const char* status_text, const char* content_type,
+          const std::string& body) {
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n"
+            "Connection: close\r\n\r\n",
+            status, status_text, content_type, body.size());
+  mg_write(conn, body.data(), body.size());
+}
+
+void send_verdict(mg_connection* conn, const Verdict& v) {
+  send(conn, v.ok ? 200 : 503, v.ok ? "OK" : "Service Unavailable", "text/plain; charset=utf-8",
+       v.reason + "\n");
+}
+
+std::string join_cores(const std::vector<unsigned>& cores) {
+  std::string s;
+  for (const unsigned c : cores) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(c);
+  }
+  return s;
+}
+
+}  // namespace
+
+HealthState::HealthState(const StatsCollector& stats, std::chrono::nanoseconds liveness_threshold)
+    : stats_(stats), threshold_(liveness_threshold) {}
+
+std::vector<unsigned> HealthState::stale_cores(Clock::time_point now,
+                                               std::vector<StatsCollector::CoreProgress>& progress) {
+  progress = stats_.core_progress();
+  std::vector<unsigned> stale;
+  const std::lock_guard lock(mutex_);
+  for (const auto& p : progress) {
+    auto it = std::find_if(seen_.begin(), seen_.end(), [&](const Seen& s) { return s.core == p.core; });
+    if (it == seen_.end()) {
+      // First sight: give the core a full threshold from now rather than judging an unknown past.
+      seen_.push_back({p.core, p.polls, now});
+      continue;
+    }
+    if (it->polls != p.polls) {
+      it->polls = p.polls;
+      it->changed = now;
+    } else if (now - it->changed > threshold_) {
+      stale.push_back(p.core);
+    }
+  }
+  return stale;
+}
+
+Verdict HealthState::check_live(Clock::time_point now) {
+  std::vector<StatsCollector::CoreProgress> progress;
+  const auto stale = stale_cores(now, progress);
+  if (progress.empty()) return {false, "not live: no data-plane core registered"};
+  if (!stale.empty()) return {false, "not live: no progress within threshold on core " + join_cores(stale)};
+  return {true, "live: " + std::to_string(progress.size()) + " cores making progress"};
+}
+
+Verdict HealthState::check_ready(Clock::time_point now) {
+  std::vector<StatsCollector::CoreProgress> progress;
+  const auto stale = stale_cores(now, progress);
+  std::string why;
+  auto add = [&](const std::string& s) { why += why.empty() ? s : "; " + s; };
+  if (!listeners_up_.load(std::memory_order_relaxed)) add("listeners not up");
+  if (!port_active_.load(std::memory_order_relaxed)) add("device port not active");
+  if (progress.empty()) add("no data-plane core registered");
+  std::vector<unsigned> not_polling;
+  for (const auto& p : progress)
+    if (p.polls == 0) not_polling.push_back(p.core);
+  if (!not_polling.empty()) add("core " + join_cores(not_polling) + " not polling");
+  if (!stale.empty()) add("core " + join_cores(stale) + " stalled");
+  if (!why.empty()) return {false, "not ready: " + why};
+  return {true, "ready"};
+}
+
+HttpServer::HttpServer(std::shared_ptr<StatsCollector> stats, HealthState& health,
+                       std::vector<std::shared_ptr<prometheus::Collectable>> extra)
+    : stats_(std::move(stats)), health_(health), extra_(std::move(extra)) {}
+
+HttpServer::~HttpServer() {
+  if (ctx_ != nullptr) mg_stop(ctx_);  // joins the worker threads: no handler runs after this
+}
+
+std::unique_ptr<HttpServer> HttpServer::start(const HttpOptions& options, std::shared_ptr<StatsCollector> stats,
+                                              HealthState& health, std::string& error,
+                                              std::vector<std::shared_ptr<prometheus::Collectable>> extra) {
+  try {
+    static const unsigned kInit = mg_init_library(0);  // once per process; thread-safe via static init
+    (void)kInit;
+    const bool v6 = options.bind_address.find(':') != std::string::npos;
+    const std::string where = v6 ? "[" + options.bind_address + "]:" + std::to_string(options.port)
+                                 : options.bind_address + ":" + std::to_string(options.port);
+    // civetweb spells an IPv6 listener with a leading '+' only for dual-stack; a bracketed literal binds v6.
+    const std::string threads = std::to_string(options.threads == 0 ? 1 : options.threads);
+    std::array<const char*, 7> opts = {"listening_ports", where.c_str(), "num_threads", threads.c_str(),
+                                             "enable_keep_alive", "no", nullptr};
+
+    std::unique_ptr<HttpServer> server(new HttpServer(std::move(stats), health, std::move(extra)));
+    std::array<char, 256> text{};
+    unsigned code = 0;
+    mg_error_data err{&code, text.data(), text.size()};
+    mg_callbacks callbacks{};
+    // Default logging goes to stderr in civetweb's own format; the caller prints our one-line error.
+    callbacks.log_message = [](const mg_connection*, const char*) { return 1; };
+    mg_init_data init{&callbacks, server.get(), opts.data()};
+    server->ctx_ = mg_start2(&init, &err);
+    if (server->ctx_ == nullptr) {
+      error = "telemetry: cannot listen on " + where + ": " +
+              (text[0] != '\0' ? std::string(text.data()) : std::string("civetweb failed to start")) +
+              " (is the port in use?)";
+      return nullptr;
+    }
+    mg_set_request_handler(server->ctx_, "/metrics$", &HttpServer::handle_metrics, server.get());
+    mg_set_request_handler(server->ctx_, "/healthz$", &HttpServer::handle_healthz, server.get());
+    mg_set_request_handler(server->ctx_, "/readyz$", &HttpServer::handle_readyz, server.get());
+    std::array<mg_server_port, 4> ports{};
+    const int n = mg_get_server_ports(server->ctx_, static_cast<int>(ports.size()), ports.data());
+    if (n < 1) {
+      error = "telemetry: listening on " + where + " but cannot tell which port";
+      return nullptr;  // the destructor stops civetweb
+    }
+    server->port_ = static_cast<std::uint16_t>(ports[0].port);
+    return server;
+  } catch (const std::exception& e) {
+    error = std::string("telemetry: cannot start http server: ") + e.what();
+    return nullptr;
+  }
+}
+
+int HttpServer::handle_metrics(mg_connection* conn, void* self) noexcept {
+  auto* s = static_cast<HttpServer*>(self);
+  try {
+    auto families = s->stats_->Collect();
+    for (const auto& c : s->extra_) {
+      auto more = c->Collect();
+      families.insert(families.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    }
+    std::ostringstream os;
+    prometheus::TextSerializer().Serialize(os, families);
+    send(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", os.str());
+  } catch (const std::exception& e) {
+    send(conn, 500, "Internal Server Error", "text/plain; charset=utf-8", std::string(e.what()) + "\n");
+  }
+  return 200;
+}
+
+int HttpServer::handle_healthz(mg_connection* conn, void* self) noexcept {
+  auto* s = static_cast<HttpServer*>(self);
+  try {
+    send_verdict(conn, s->health_.check_live(HealthState::Clock::now()));
+  } catch (const std::exception& e) {
+    send(conn, 500, "Internal Server Error", "text/plain; charset=utf-8", std::string(e.what()) + "\n");
+  }
+  return 200;
+}
+
+int HttpServer::handle_readyz(mg_connection* conn, void* self) noexcept {
+  auto* s = static_cast<HttpServer*>(self);
+  try {
+    send_verdict(conn, s->health_.check_ready(HealthState::Clock::now()));
+  } catch (const std::exception& e) {
+    send(conn, 500, "Internal Server Error", "text/plain; charset=utf-8", std::string(e.what()) + "\n");
+  }
+  return 200;
+}
+
+}  // namespace rdmagate::telemetry

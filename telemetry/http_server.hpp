@@ -1,0 +1,102 @@
+#pragma once
+// HTTP front of telemetry: /metrics, /healthz and /readyz on one civetweb listener.
+//
+// Why civetweb directly and not prometheus::Exposer: Exposer keeps its CivetServer private and its
+// RegisterCollectable endpoints always answer 200 with exposition text, so /healthz and /readyz could not
+// return 503. The only other hook, CivetCallbacks::begin_request, carries no user pointer (the context's
+// user data is Exposer's own CivetServer), which would force global state. One mg_context with three
+// request handlers serves all endpoints on the caller's single address, uses the same civetweb library
+// prometheus-cpp-pull already links, serialises /metrics with prometheus::TextSerializer, and reports a
+// busy port as an error string instead of a CivetException.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <prometheus/collectable.h>
+
+#include "telemetry/collector.hpp"
+
+struct mg_context;
+struct mg_connection;
+
+namespace rdmagate::telemetry {
+
+struct Verdict {
+  bool ok = false;
+  std::string reason;  // one line, ends without a newline
+};
+
+// Liveness and readiness inputs. The daemon sets the flags from whichever thread learns the fact; the
+// HTTP threads evaluate them per request.
+class HealthState {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // A core is live while its poll counter moved within liveness_threshold. The check samples the counter
+  // when asked, so a probe period below the threshold is what makes a stall visible within 2 thresholds.
+  HealthState(const StatsCollector& stats, std::chrono::nanoseconds liveness_threshold);
+
+  void set_listeners_up(bool up) noexcept { listeners_up_.store(up, std::memory_order_relaxed); }
+  void set_port_active(bool active) noexcept { port_active_.store(active, std::memory_order_relaxed); }
+
+  Verdict check_live(Clock::time_point now);
+  // Ready: listeners up, the device port active, at least one core, and every core polled and is live.
+  Verdict check_ready(Clock::time_point now);
+
+ private:
+  struct Seen {
+    unsigned core = 0;
+    std::uint64_t polls = 0;
+    Clock::time_point changed{};
+  };
+  // Updates the samples and returns the cores whose counter stood still longer than the threshold.
+  std::vector<unsigned> stale_cores(Clock::time_point now, std::vector<StatsCollector::CoreProgress>& progress);
+
+  const StatsCollector& stats_;
+  const std::chrono::nanoseconds threshold_;
+  std::atomic<bool> listeners_up_{false};
+  std::atomic<bool> port_active_{false};
+  std::mutex mutex_;
+  std::vector<Seen> seen_;
+};
+
+struct HttpOptions {
+  std::string bind_address = "127.0.0.1";  // IPv4 literal, or IPv6 literal without brackets
+  std::uint16_t port = 0;                  // 0: any free port (see HttpServer::port())
+  unsigned threads = 2;
+};
+
+class HttpServer {
+ public:
+  // Starts listening. On failure returns nullptr and sets error to one line naming the address; never
+  // throws. extra may add slow-path collectables (e.g. a prometheus::Registry) to /metrics. health must
+  // outlive the server; the destructor joins civetweb's threads (about 2 s: their poll timeout).
+  static std::unique_ptr<HttpServer> start(const HttpOptions& options, std::shared_ptr<StatsCollector> stats,
+                                           HealthState& health, std::string& error,
+                                           std::vector<std::shared_ptr<prometheus::Collectable>> extra = {});
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  std::uint16_t port() const noexcept { return port_; }
+
+ private:
+  HttpServer(std::shared_ptr<StatsCollector> stats, HealthState& health,
+             std::vector<std::shared_ptr<prometheus::Collectable>> extra);
+  static int handle_metrics(mg_connection* conn, void* self) noexcept;
+  static int handle_healthz(mg_connection* conn, void* self) noexcept;
+  static int handle_readyz(mg_connection* conn, void* self) noexcept;
+
+  std::shared_ptr<StatsCollector> stats_;
+  HealthState& health_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> extra_;
+  mg_context* ctx_ = nullptr;
+  std::uint16_t port_ = 0;
+};
+
+}  // namespace rdmagate::telemetry

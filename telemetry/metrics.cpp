@@ -1,0 +1,106 @@
+#include "telemetry/metrics.hpp"
+
+namespace rdmagate::telemetry {
+namespace {
+
+using Table = std::array<MetricDesc, kStatCount>;
+
+struct Builder {
+  Table t{};
+  std::size_t next = 0;
+
+  constexpr void row(std::string_view name, MetricKind kind, Unit unit, Scope scope, std::string_view help,
+                     LabelPair a = {}, LabelPair b = {}) {
+    t[next] = MetricDesc{static_cast<Stat>(next), name, kind, unit, scope, help, {a, b}};
+    ++next;
+  }
+  template <std::size_t N>
+  constexpr void rows(std::string_view name, MetricKind kind, Unit unit, Scope scope, std::string_view help,
+                      std::string_view label, const std::array<std::string_view, N>& values) {
+    for (const auto v : values) row(name, kind, unit, scope, help, {label, v});
+  }
+};
+
+constexpr Table build_table() {
+  constexpr auto kC = MetricKind::kCounter;
+  constexpr auto kG = MetricKind::kGauge;
+  constexpr auto kSum = Scope::kSummed;
+  constexpr auto kCore = Scope::kPerCore;
+  Builder b;
+  b.row("rdmagate_poller_polls_total", kC, Unit::kNone, kCore, "Poll loop iterations of the data-plane core.");
+  b.row("rdmagate_poller_idle_polls_total", kC, Unit::kNone, kCore, "Poll loop iterations that found no work.");
+  b.row("rdmagate_poller_busy_seconds_total", kC, Unit::kTscSeconds, kCore,
+        "Time the core spent in iterations that did work (from the TSC).");
+  b.row("rdmagate_poller_idle_seconds_total", kC, Unit::kTscSeconds, kCore,
+        "Time the core spent in idle iterations (from the TSC).");
+  b.rows("rdmagate_poller_completions_total", kC, Unit::kNone, kCore, "Work completions polled, by status.",
+         "status", kCompletionStatusNames);
+  for (const auto type : kMessageTypeNames)
+    for (const auto dir : kDirectionNames)
+      b.row("rdmagate_transport_messages_total", kC, Unit::kNone, kSum, "Protocol messages by type and direction.",
+            {"type", type}, {"direction", dir});
+  for (const auto type : kMessageTypeNames)
+    for (const auto dir : kDirectionNames)
+      b.row("rdmagate_transport_message_bytes_total", kC, Unit::kBytes, kSum,
+            "Protocol message bytes (header included) by type and direction.", {"type", type}, {"direction", dir});
+  b.row("rdmagate_transport_read_chunks_total", kC, Unit::kNone, kSum, "RDMA READ chunks the gateway pulled.");
+  b.row("rdmagate_transport_read_chunk_bytes_total", kC, Unit::kBytes, kSum, "Bytes pulled by RDMA READ chunks.");
+  b.row("rdmagate_transport_write_chunks_total", kC, Unit::kNone, kSum, "RDMA WRITE chunks the gateway pushed.");
+  b.row("rdmagate_transport_write_chunk_bytes_total", kC, Unit::kBytes, kSum, "Bytes pushed by RDMA WRITE chunks.");
+  b.row("rdmagate_transport_payloads_total", kC, Unit::kNone, kSum, "Payloads sent, inline vs chunked.",
+        {"mode", "inline"});
+  b.row("rdmagate_transport_payloads_total", kC, Unit::kNone, kSum, "Payloads sent, inline vs chunked.",
+        {"mode", "chunked"});
+  b.row("rdmagate_transport_credit_stalls_total", kC, Unit::kNone, kSum,
+        "Messages that had to wait because the peer had granted no credit.");
+  b.row("rdmagate_transport_noops_total", kC, Unit::kNone, kSum, "NOOP messages sent to return credits.");
+  b.row("rdmagate_transport_keepalives_total", kC, Unit::kNone, kSum, "Keepalive NOOPs sent on idle connections.");
+  b.rows("rdmagate_connections", kG, Unit::kNone, kCore, "Connections owned by the core, by state.", "state",
+         kConnStateNames);
+  b.row("rdmagate_connection_accepts_total", kC, Unit::kNone, kSum, "Connection requests accepted.");
+  b.rows("rdmagate_connection_rejects_total", kC, Unit::kNone, kSum, "Connection requests rejected, by reason.",
+         "reason", kRejectReasonNames);
+  b.row("rdmagate_connection_reconnects_total", kC, Unit::kNone, kSum,
+        "Connections re-established after a failure.");
+  b.rows("rdmagate_protocol_violations_total", kC, Unit::kNone, kSum,
+         "Connections failed for a protocol violation by the peer, by code.", "code", kViolationCodeNames);
+  b.rows("rdmagate_async_events_total", kC, Unit::kNone, kSum, "QP and device asynchronous events, by event.",
+         "event", kAsyncEventNames);
+  b.row("rdmagate_store_objects", kG, Unit::kNone, kSum, "Objects held by the store.");
+  b.row("rdmagate_store_bytes", kG, Unit::kBytes, kSum, "Bytes of object data held by the store.");
+  b.row("rdmagate_store_capacity_bytes", kG, Unit::kBytes, kSum, "Bytes the store can hold.");
+  for (const auto op : kStoreOpNames)
+    for (const auto status : kStoreStatusNames)
+      b.row("rdmagate_store_operations_total", kC, Unit::kNone, kSum, "Store operations by op and status.",
+            {"op", op}, {"status", status});
+  if (b.next != kStatCount) throw "metric table does not cover every Stat";  // fails constant evaluation
+  return b.t;
+}
+
+constexpr Table kTable = build_table();
+
+// Spot checks that the enum's block starts line up with the rows.
+static_assert(kTable[static_cast<std::size_t>(Stat::kKeepalives)].name == "rdmagate_transport_keepalives_total");
+static_assert(kTable[static_cast<std::size_t>(Stat::kAccepts)].name == "rdmagate_connection_accepts_total");
+static_assert(kTable[static_cast<std::size_t>(Stat::kStoreCapacityBytes)].name == "rdmagate_store_capacity_bytes");
+static_assert(kTable[static_cast<std::size_t>(message_stat(2, Direction::kTx))].labels[0].value ==
+              "inline_response");
+static_assert(kTable[static_cast<std::size_t>(Stat::kInlineSends)].labels[0].value == "inline");
+static_assert(kTable[static_cast<std::size_t>(Stat::kChunkedSends)].labels[0].value == "chunked");
+static_assert(kTable[static_cast<std::size_t>(Stat::kReadChunks)].name == "rdmagate_transport_read_chunks_total");
+
+constexpr std::array<HistogramDesc, kHistogramCount> kHistograms = {{
+    {"rdmagate_request_duration_seconds", "Duration of requests from receive to response sent, by op.",
+     {"op", kStoreOpNames[0]}},
+    {"rdmagate_request_duration_seconds", "Duration of requests from receive to response sent, by op.",
+     {"op", kStoreOpNames[1]}},
+    {"rdmagate_request_duration_seconds", "Duration of requests from receive to response sent, by op.",
+     {"op", kStoreOpNames[2]}},
+}};
+
+}  // namespace
+
+std::span<const MetricDesc> metric_table() noexcept { return kTable; }
+std::span<const HistogramDesc> histogram_table() noexcept { return kHistograms; }
+
+}  // namespace rdmagate::telemetry

@@ -1,0 +1,178 @@
+#pragma once
+// Per-core statistics blocks: the data-path half of telemetry. A core owns one CoreStats and is its only
+// writer; the scrape thread reads it concurrently. Every access goes through std::atomic_ref with relaxed
+// order: on x86-64 that compiles to the same plain mov/add as an ordinary uint64_t, yet the concurrent read
+// is not a data race, and each counter read by the scraper never goes backwards (per-object coherence).
+// No allocation, no lock and no prometheus-cpp call happens here.
+
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace rdmagate::telemetry {
+
+inline constexpr std::size_t kCacheLine = 64;
+
+// Label value lists. The engine indexes them with its own enums through the helpers below; the values are
+// part of the exposition (docs/metrics.md), so keep them stable.
+inline constexpr std::array<std::string_view, 6> kMessageTypeNames = {
+    "noop", "inline_request", "inline_response", "read_chunk_request", "write_chunk_request", "completion"};
+inline constexpr std::array<std::string_view, 2> kDirectionNames = {"rx", "tx"};
+inline constexpr std::array<std::string_view, 3> kCompletionStatusNames = {"success", "flushed", "error"};
+inline constexpr std::array<std::string_view, 4> kConnStateNames = {"handshake", "established", "draining",
+                                                                    "failed"};
+// Index i is protocol::RejectReason value i + 1.
+inline constexpr std::array<std::string_view, 9> kRejectReasonNames = {
+    "race",  "no_resources",         "fatal",           "incompatible_version", "stale",
+    "fragments_mismatch", "queue_size_mismatch", "not_allowed", "bad_private_data"};
+// Index i < 23 is protocol::WireError value i + 1; the last three are CreditError values 1..3.
+inline constexpr std::array<std::string_view, 26> kViolationCodeNames = {
+    "truncated_header",   "bad_magic",         "bad_version",          "unknown_type",
+    "length_too_small",   "length_exceeds_max", "length_exceeds_received", "trailing_bytes",
+    "bad_checksum",       "unexpected_checksum", "stale_source",        "stale_destination",
+    "credits_overflow",   "reserved_not_zero",  "no_fragments",         "too_many_fragments",
+    "fragments_truncated", "empty_fragment",    "fragment_wraps",       "bulk_too_large",
+    "byte_count_too_large", "unexpected_payload", "buffer_too_small",   "credit_overrun",
+    "reserve_violation",  "returned_too_many"};
+inline constexpr std::array<std::string_view, 8> kAsyncEventNames = {
+    "qp_fatal", "qp_access_err", "qp_req_err", "cq_err", "port_active", "port_err", "device_fatal", "other"};
+inline constexpr std::array<std::string_view, 3> kStoreOpNames = {"get", "put", "delete"};
+inline constexpr std::array<std::string_view, 4> kStoreStatusNames = {"ok", "not_found", "no_space", "error"};
+
+enum class Direction : std::uint8_t { kRx = 0, kTx = 1 };
+enum class StoreOp : std::uint8_t { kGet = 0, kPut = 1, kDelete = 2 };
+
+// One slot per exported series. Families with labels take a contiguous run of slots starting at a *First
+// value; use the helpers (message_stat, reject_stat, ...) rather than arithmetic in the engine.
+enum class Stat : std::uint16_t {
+  // poller (per core)
+  kPolls = 0,       // every loop iteration; also the liveness signal of /healthz
+  kIdlePolls = 1,   // iterations that found no completion
+  kBusyTsc = 2,     // TSC cycles spent in iterations that did work
+  kIdleTsc = 3,     // TSC cycles spent in idle iterations
+  kCompletionsFirst = 4,  // + kCompletionStatusNames index
+  // transport (summed over cores)
+  kMessagesFirst = kCompletionsFirst + kCompletionStatusNames.size(),  // + type * 2 + direction
+  kBytesFirst = kMessagesFirst + kMessageTypeNames.size() * kDirectionNames.size(),
+  kReadChunks = kBytesFirst + kMessageTypeNames.size() * kDirectionNames.size(),
+  kReadChunkBytes,
+  kWriteChunks,
+  kWriteChunkBytes,
+  kInlineSends,
+  kChunkedSends,
+  kCreditStalls,
+  kNoops,
+  kKeepalives,
+  // connections
+  kConnectionsFirst,  // gauge per core, + kConnStateNames index
+  kAccepts = kConnectionsFirst + kConnStateNames.size(),
+  kRejectsFirst,  // + kRejectReasonNames index
+  kReconnects = kRejectsFirst + kRejectReasonNames.size(),
+  kViolationsFirst,  // + kViolationCodeNames index
+  kAsyncEventsFirst = kViolationsFirst + kViolationCodeNames.size(),
+  // store
+  kStoreObjects = kAsyncEventsFirst + kAsyncEventNames.size(),
+  kStoreBytes,
+  kStoreCapacityBytes,
+  kStoreOpsFirst,  // + op * statuses + status
+  kCount = kStoreOpsFirst + kStoreOpNames.size() * kStoreStatusNames.size(),
+};
+inline constexpr std::size_t kStatCount = static_cast<std::size_t>(Stat::kCount);
+
+constexpr Stat stat_at(Stat first, std::size_t offset) noexcept {
+  return static_cast<Stat>(static_cast<std::size_t>(first) + offset);
+}
+constexpr Stat completion_stat(std::size_t status) noexcept { return stat_at(Stat::kCompletionsFirst, status); }
+// type_index: protocol::MessageType value - 1.
+constexpr Stat message_stat(std::size_t type_index, Direction d) noexcept {
+  return stat_at(Stat::kMessagesFirst, type_index * kDirectionNames.size() + static_cast<std::size_t>(d));
+}
+constexpr Stat bytes_stat(std::size_t type_index, Direction d) noexcept {
+  return stat_at(Stat::kBytesFirst, type_index * kDirectionNames.size() + static_cast<std::size_t>(d));
+}
+constexpr Stat connection_stat(std::size_t state) noexcept { return stat_at(Stat::kConnectionsFirst, state); }
+constexpr Stat reject_stat(std::size_t reason_index) noexcept { return stat_at(Stat::kRejectsFirst, reason_index); }
+constexpr Stat violation_stat(std::size_t code_index) noexcept {
+  return stat_at(Stat::kViolationsFirst, code_index);
+}
+constexpr Stat async_event_stat(std::size_t event) noexcept { return stat_at(Stat::kAsyncEventsFirst, event); }
+constexpr Stat store_op_stat(StoreOp op, std::size_t status) noexcept {
+  return stat_at(Stat::kStoreOpsFirst, static_cast<std::size_t>(op) * kStoreStatusNames.size() + status);
+}
+
+// Log-scale latency histogram with fixed power-of-two bounds in nanoseconds: bucket i counts observations
+// <= 2^(10+i) ns, i.e. 1.024 us .. 2^34 ns (about 17.2 s); the last bucket is +Inf. Fixed bounds make the
+// per-core histograms mergeable by plain addition at scrape.
+struct LatencyHistogram {
+  static constexpr unsigned kFirstShift = 10;
+  static constexpr std::size_t kFiniteBuckets = 25;
+  static constexpr std::size_t kBuckets = kFiniteBuckets + 1;
+
+  std::array<std::uint64_t, kBuckets> buckets{};  // non-cumulative counts
+  std::uint64_t sum_ns = 0;
+
+  static constexpr std::uint64_t upper_bound_ns(std::size_t i) noexcept { return 1ull << (kFirstShift + i); }
+  static constexpr std::size_t bucket_index(std::uint64_t ns) noexcept {
+    if (ns <= (1ull << kFirstShift)) return 0;
+    const std::size_t i = static_cast<std::size_t>(std::bit_width(ns - 1)) - kFirstShift;
+    return i < kFiniteBuckets ? i : kFiniteBuckets;
+  }
+  void observe_ns(std::uint64_t ns) noexcept {
+    bump(buckets[bucket_index(ns)], 1);
+    bump(sum_ns, ns);
+  }
+
+  // Single writer: a relaxed load + store is enough and avoids a locked RMW.
+  static void bump(std::uint64_t& v, std::uint64_t n) noexcept {
+    std::atomic_ref<std::uint64_t> r(v);
+    r.store(r.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  // Reader side. atomic_ref needs a non-const referent; blocks are never const objects, only const views.
+  static std::uint64_t read(const std::uint64_t& v) noexcept {
+    return std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(v)).load(std::memory_order_relaxed);
+  }
+};
+
+// Requests timed by duration histograms, one histogram each.
+inline constexpr std::size_t kHistogramCount = kStoreOpNames.size();
+
+// Aligned so two cores' blocks never share a cache line.
+struct alignas(kCacheLine) CoreStats {
+  std::array<std::uint64_t, kStatCount> values{};
+  std::array<LatencyHistogram, kHistogramCount> request_duration{};
+
+  void add(Stat s, std::uint64_t n = 1) noexcept { LatencyHistogram::bump(values[index(s)], n); }
+  void sub(Stat s, std::uint64_t n = 1) noexcept { LatencyHistogram::bump(values[index(s)], 0 - n); }
+  void set(Stat s, std::uint64_t v) noexcept {
+    std::atomic_ref<std::uint64_t>(values[index(s)]).store(v, std::memory_order_relaxed);
+  }
+  std::uint64_t load(Stat s) const noexcept { return LatencyHistogram::read(values[index(s)]); }
+  void observe_request_ns(StoreOp op, std::uint64_t ns) noexcept {
+    request_duration[static_cast<std::size_t>(op)].observe_ns(ns);
+  }
+
+ private:
+  static constexpr std::size_t index(Stat s) noexcept { return static_cast<std::size_t>(s); }
+};
+static_assert(sizeof(CoreStats) % kCacheLine == 0);
+static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free);
+
+// Converts TSC deltas to nanoseconds for observe_request_ns without a division on the data path.
+class TscToNs {
+ public:
+  explicit TscToNs(std::uint64_t tsc_hz) noexcept
+      : mult_(tsc_hz == 0 ? 0 : static_cast<std::uint64_t>((static_cast<unsigned __int128>(1'000'000'000ull)
+                                                            << kShift) / tsc_hz)) {}
+  std::uint64_t ns(std::uint64_t tsc_delta) const noexcept {
+    return static_cast<std::uint64_t>((static_cast<unsigned __int128>(tsc_delta) * mult_) >> kShift);
+  }
+
+ private:
+  static constexpr unsigned kShift = 32;
+  std::uint64_t mult_;
+};
+
+}  // namespace rdmagate::telemetry
