@@ -1,0 +1,455 @@
+#include "dataplane/store/store.hpp"
+
+#include <cstring>
+#include <new>
+
+namespace rdmagate::store {
+
+namespace {
+
+constexpr uint32_t kSlotsPerBucket = 7;  // + the lock word: one 64-byte line per bucket
+constexpr uint32_t kProbeBuckets = 4;    // a key lives in its home bucket or one of the next 3
+constexpr uint8_t kNoOrder = 0xff;       // zero-length value: no block
+constexpr uint32_t kNil = 0xffffffffu;
+constexpr uint64_t kMaxValueLimit = uint64_t{1} << 31;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+inline uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
+uint64_t hash_key(std::string_view key) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ key.size();
+  size_t i = 0;
+  for (; i + 8 <= key.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, key.data() + i, 8);
+    h = mix(h ^ w) + 0x9e3779b97f4a7c15ull;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, key.data() + i, key.size() - i);
+  return mix(h ^ tail);
+}
+
+// A slot holds tag (high hash bits, to skip most non-matching keys without touching the descriptor) and
+// descriptor index + 1 (so 0 means empty).
+inline uint64_t make_slot(uint64_t hash, uint32_t id) { return (hash & 0xffffffff00000000ull) | (uint64_t{id} + 1); }
+inline uint32_t slot_id(uint64_t v) { return static_cast<uint32_t>(v) - 1; }
+inline bool slot_tag_matches(uint64_t v, uint64_t hash) { return (v >> 32) == (hash >> 32); }
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
+
+uint64_t bucket_count_for(uint32_t max_objects) {
+  // Load factor <= ~2/3 of the slots keeps insert failures within the 4-bucket probe window rare.
+  const uint64_t want = (uint64_t{max_objects} * 3 / 2 + kSlotsPerBucket - 1) / kSlotsPerBucket;
+  uint64_t n = kProbeBuckets;
+  while (n < want) n <<= 1;
+  return n;
+}
+
+}  // namespace
+
+// Type-stable: a descriptor is only ever a descriptor, so a reader may touch `refs` of one that was freed
+// and reused under it (increment-if-nonzero, then validate against the slot). The key and value fields are
+// written only while the descriptor is private to a reserver and read only under a validated pin.
+struct alignas(64) Store::Descriptor {
+  std::atomic<uint32_t> refs{0};
+  std::atomic<uint32_t> next_free{kNil};
+  uint32_t value_len = 0;
+  uint32_t unit = 0;
+  uint64_t hash = 0;
+  uint64_t charge = 0;
+  uint8_t order = kNoOrder;
+  uint8_t key_len = 0;
+  char key[kMaxKey] = {};
+};
+
+struct alignas(64) Store::Bucket {
+  std::atomic<uint32_t> lock{0};  // writers whose key's home is this bucket; readers never take it
+  uint32_t pad = 0;
+  std::atomic<uint64_t> slots[kSlotsPerBucket];
+};
+
+struct alignas(64) Store::CoreStats {
+  // Written by one core only (plain load + store, no RMW); atomics so a scrape may read them.
+  std::atomic<uint64_t> ops[kOpCount][kStatusCount];
+  std::atomic<int64_t> objects;
+  std::atomic<int64_t> value_bytes;
+};
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::kOk: return "ok";
+    case Status::kNotFound: return "not_found";
+    case Status::kTooLarge: return "too_large";
+    case Status::kNoSpace: return "no_space";
+    case Status::kBadRequest: return "bad_request";
+  }
+  return "unknown";
+}
+
+const char* op_name(Op o) {
+  switch (o) {
+    case Op::kGet: return "get";
+    case Op::kPut: return "put";
+    case Op::kDelete: return "delete";
+  }
+  return "unknown";
+}
+
+uint64_t Store::metadata_bytes(const StoreConfig& config, uint64_t region_bytes) {
+  const uint64_t descriptors = (uint64_t{config.max_objects} + config.max_inflight) * sizeof(Descriptor);
+  const uint64_t buckets = bucket_count_for(config.max_objects) * sizeof(Bucket);
+  const uint64_t fixed = 64 + descriptors + buckets;
+  if (region_bytes <= fixed) return fixed;
+  // The allocator map costs one byte per 64-byte unit of whatever arena remains.
+  return fixed + (region_bytes - fixed) / (BlockAllocator::kUnitBytes + 1) + 64;
+}
+
+std::unique_ptr<Store> Store::create(const StoreConfig& config, std::span<std::byte> region, std::string* error) {
+  static_assert(sizeof(Bucket) == 64, "a bucket is one cache line");
+  static_assert(sizeof(Descriptor) == 320, "docs/store.md charges 320 B of metadata per object");
+  auto fail = [&](const char* what) -> std::unique_ptr<Store> {
+    if (error) *error = what;
+    return nullptr;
+  };
+  if (config.max_objects == 0) return fail("store: max_objects must be at least 1");
+  if (config.max_cores == 0) return fail("store: max_cores must be at least 1");
+  if (config.max_value > kMaxValueLimit) return fail("store: max_value above 2 GiB");
+  const uint64_t descriptor_count = uint64_t{config.max_objects} + config.max_inflight;
+  if (descriptor_count >= kNil) return fail("store: max_objects + max_inflight too large");
+
+  const uint64_t nbuckets = bucket_count_for(config.max_objects);
+  auto base = reinterpret_cast<uintptr_t>(region.data());
+  const uintptr_t end = base + region.size();
+  uintptr_t p = align_up(base, 64);
+  const uint64_t fixed = descriptor_count * sizeof(Descriptor) + nbuckets * sizeof(Bucket);
+  if (p > end || end - p < fixed + 2 * BlockAllocator::kUnitBytes) return fail("store: region too small for the index");
+
+  std::unique_ptr<Store> s(new (std::nothrow) Store());
+  if (!s) return fail("store: out of memory");
+  s->config_ = config;
+  s->descriptor_count_ = static_cast<uint32_t>(descriptor_count);
+  s->descriptors_ = reinterpret_cast<Descriptor*>(p);
+  for (uint64_t i = 0; i < descriptor_count; ++i) new (&s->descriptors_[i]) Descriptor();
+  p += descriptor_count * sizeof(Descriptor);
+  s->buckets_ = reinterpret_cast<Bucket*>(p);
+  for (uint64_t i = 0; i < nbuckets; ++i) {
+    Bucket* b = new (&s->buckets_[i]) Bucket();
+    for (auto& slot : b->slots) slot.store(0, std::memory_order_relaxed);
+  }
+  s->bucket_mask_ = nbuckets - 1;
+  p += nbuckets * sizeof(Bucket);
+
+  // The rest: a map byte per 64-byte unit, then the arena (64-byte aligned).
+  const uint64_t rest = end - p;
+  uint64_t arena_bytes = (rest - 64) / (BlockAllocator::kUnitBytes + 1) * BlockAllocator::kUnitBytes;
+  auto* map = reinterpret_cast<uint8_t*>(p);
+  uintptr_t arena = align_up(p + BlockAllocator::map_bytes(arena_bytes), 64);
+  if (arena + arena_bytes > end) arena_bytes = (end - arena) & ~(BlockAllocator::kUnitBytes - 1);
+  s->max_order_ = BlockAllocator::order_for(config.max_value == 0 ? 1 : config.max_value);
+  s->allocator_.init(reinterpret_cast<std::byte*>(arena), arena_bytes, map, s->max_order_);
+
+  // Descriptors go on the free stack in index order (pushing in reverse so pops start at 0).
+  s->free_head_.store(kNil, std::memory_order_relaxed);
+  for (uint64_t i = descriptor_count; i-- > 0;) s->push_descriptor(static_cast<uint32_t>(i));
+
+  const uint64_t whole = s->allocator_.arena_bytes() + descriptor_count * sizeof(Descriptor);
+  s->capacity_ = config.capacity_bytes == 0 || config.capacity_bytes > whole ? whole : config.capacity_bytes;
+
+  s->core_stats_storage_.reset(new (std::nothrow) std::byte[sizeof(CoreStats) * config.max_cores + 64]);
+  if (!s->core_stats_storage_) return fail("store: out of memory");
+  auto cs = align_up(reinterpret_cast<uintptr_t>(s->core_stats_storage_.get()), 64);
+  s->core_stats_ = reinterpret_cast<CoreStats*>(cs);
+  for (uint32_t c = 0; c < config.max_cores; ++c) {
+    CoreStats* st = new (&s->core_stats_[c]) CoreStats();
+    for (auto& row : st->ops)
+      for (auto& v : row) v.store(0, std::memory_order_relaxed);
+    st->objects.store(0, std::memory_order_relaxed);
+    st->value_bytes.store(0, std::memory_order_relaxed);
+  }
+  return s;
+}
+
+Store::~Store() = default;  // everything lives in the caller's region or is trivially destructible
+
+uint64_t Store::charge_for(uint64_t value_size) const {
+  const uint64_t block = value_size == 0 ? 0 : BlockAllocator::order_bytes(BlockAllocator::order_for(value_size));
+  return block + sizeof(Descriptor);
+}
+
+Status Store::count(uint32_t core, Op op, Status s) {
+  auto& c = core_stats_[core].ops[static_cast<uint32_t>(op)][static_cast<uint32_t>(s)];
+  c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  return s;
+}
+
+void Store::add_published(uint32_t core, int64_t objects, int64_t bytes) {
+  CoreStats& c = core_stats_[core];
+  c.objects.store(c.objects.load(std::memory_order_relaxed) + objects, std::memory_order_relaxed);
+  c.value_bytes.store(c.value_bytes.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+}
+
+bool Store::try_pin(uint32_t id) {
+  // Increment only if nonzero: a count of zero means free (or being freed), and must never come back to
+  // life through a reader; only reserve() revives a descriptor.
+  std::atomic<uint32_t>& refs = descriptors_[id].refs;
+  uint32_t r = refs.load(std::memory_order_relaxed);
+  while (r != 0) {
+    if (refs.compare_exchange_weak(r, r + 1, std::memory_order_acquire, std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
+void Store::release(uint32_t id) {
+  Descriptor& d = descriptors_[id];
+  if (d.refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  if (d.order != kNoOrder) allocator_.free(d.unit, d.order);
+  used_.fetch_sub(d.charge, std::memory_order_relaxed);
+  push_descriptor(id);
+}
+
+uint32_t Store::pop_descriptor() {
+  uint64_t h = free_head_.load(std::memory_order_acquire);
+  for (;;) {
+    const auto idx = static_cast<uint32_t>(h);
+    if (idx == kNil) return kNil;
+    const uint32_t next = descriptors_[idx].next_free.load(std::memory_order_relaxed);
+    const uint64_t nh = (((h >> 32) + 1) << 32) | next;  // the tag defeats ABA on the head
+    if (free_head_.compare_exchange_weak(h, nh, std::memory_order_acquire, std::memory_order_acquire)) return idx;
+  }
+}
+
+void Store::push_descriptor(uint32_t id) {
+  uint64_t h = free_head_.load(std::memory_order_relaxed);
+  for (;;) {
+    descriptors_[id].next_free.store(static_cast<uint32_t>(h), std::memory_order_relaxed);
+    const uint64_t nh = (((h >> 32) + 1) << 32) | id;
+    if (free_head_.compare_exchange_weak(h, nh, std::memory_order_release, std::memory_order_relaxed)) return;
+  }
+}
+
+void Store::lock_bucket(Bucket* b) {
+  for (;;) {
+    if (b->lock.exchange(1, std::memory_order_acquire) == 0) return;
+    while (b->lock.load(std::memory_order_relaxed) != 0) cpu_relax();
+  }
+}
+
+void Store::unlock_bucket(Bucket* b) { b->lock.store(0, std::memory_order_release); }
+
+bool Store::key_equals(uint32_t id, std::string_view key) const {
+  const Descriptor& d = descriptors_[id];
+  return d.key_len == key.size() && std::memcmp(d.key, key.data(), key.size()) == 0;
+}
+
+Store::Found Store::lookup(std::string_view key, uint64_t hash) {
+  const uint64_t home = hash & bucket_mask_;
+  for (uint32_t p = 0; p < kProbeBuckets; ++p) {
+    Bucket& b = buckets_[(home + p) & bucket_mask_];
+    for (auto& slot : b.slots) {
+      uint64_t v = slot.load(std::memory_order_acquire);
+      while (v != 0 && slot_tag_matches(v, hash)) {
+        const uint32_t id = slot_id(v);
+        if (!try_pin(id)) {  // freed since we loaded the slot: the slot has moved on, look again
+          v = slot.load(std::memory_order_acquire);
+          continue;
+        }
+        // Validate after increment: if the slot still holds this descriptor, it is the published one
+        // (publication owns a reference, so it cannot have been freed), and the acquire load orders the
+        // publisher's writes of key and value before our reads.
+        const uint64_t again = slot.load(std::memory_order_acquire);
+        if (again != v) {
+          release(id);
+          v = again;
+          continue;
+        }
+        if (!key_equals(id, key)) {
+          release(id);
+          break;
+        }
+        return Found{&slot, v, id};
+      }
+    }
+  }
+  return Found{};
+}
+
+Status Store::get(uint32_t core, std::string_view key, PinnedValue* out) {
+  if (key.empty() || key.size() > kMaxKey) return count(core, Op::kGet, Status::kBadRequest);
+  const Found f = lookup(key, hash_key(key));
+  if (f.slot == nullptr) return count(core, Op::kGet, Status::kNotFound);
+  const Descriptor& d = descriptors_[f.id];
+  out->data = d.order == kNoOrder ? nullptr : allocator_.address(d.unit);
+  out->size = d.value_len;
+  out->token = f.id;
+  return count(core, Op::kGet, Status::kOk);
+}
+
+void Store::unpin(PinnedValue* v) {
+  if (v->token == PinnedValue::kNoToken) return;
+  release(v->token);
+  *v = PinnedValue{};
+}
+
+Status Store::reserve(uint32_t core, std::string_view key, uint64_t value_size, Reservation* out) {
+  if (key.empty() || key.size() > kMaxKey) return put_status(core, Status::kBadRequest);
+  if (value_size > config_.max_value) return put_status(core, Status::kTooLarge);
+  const uint64_t charge = charge_for(value_size);
+  // Charge first, with a CAS so the count never exceeds the capacity even for a moment (a scrape or a
+  // concurrent reserver never sees a phantom overshoot).
+  uint64_t used = used_.load(std::memory_order_relaxed);
+  do {
+    if (used + charge > capacity_) return put_status(core, Status::kNoSpace);
+  } while (!used_.compare_exchange_weak(used, used + charge, std::memory_order_relaxed));
+  const uint32_t id = pop_descriptor();
+  if (id == kNil) {
+    used_.fetch_sub(charge, std::memory_order_relaxed);
+    return put_status(core, Status::kNoSpace);
+  }
+  Descriptor& d = descriptors_[id];
+  d.order = kNoOrder;
+  d.unit = 0;
+  if (value_size > 0) {
+    const uint32_t order = BlockAllocator::order_for(value_size);
+    const uint32_t unit = allocator_.alloc(order);
+    if (unit == BlockAllocator::kNoBlock) {  // buddy fragmentation: charged capacity was not the limit
+      push_descriptor(id);
+      used_.fetch_sub(charge, std::memory_order_relaxed);
+      return put_status(core, Status::kNoSpace);
+    }
+    d.order = static_cast<uint8_t>(order);
+    d.unit = unit;
+  }
+  d.value_len = static_cast<uint32_t>(value_size);
+  d.charge = charge;
+  d.hash = hash_key(key);
+  d.key_len = static_cast<uint8_t>(key.size());
+  std::memcpy(d.key, key.data(), key.size());
+  // Readers that race on this descriptor's stale slot may pin it from here on, but the slot check sends
+  // them away; the count only has to be nonzero.
+  d.refs.store(1, std::memory_order_release);
+  out->data = d.order == kNoOrder ? nullptr : allocator_.address(d.unit);
+  out->size = d.value_len;
+  out->token = id;
+  return Status::kOk;
+}
+
+void Store::abort(Reservation* r) {
+  if (r->token == PinnedValue::kNoToken) return;
+  release(r->token);
+  *r = Reservation{};
+}
+
+Status Store::commit(uint32_t core, Reservation* r) {
+  const uint32_t id = r->token;
+  Descriptor& d = descriptors_[id];
+  const std::string_view key(d.key, d.key_len);
+  const uint64_t hash = d.hash;
+  const uint64_t home = hash & bucket_mask_;
+  const uint64_t nv = make_slot(hash, id);
+  // Once published, the descriptor may be replaced and reused by other cores at any moment: read what we
+  // need of it now.
+  const int64_t new_len = d.value_len;
+  Bucket* hb = &buckets_[home];
+
+  // Writers of one key share its home bucket's lock, so they serialise: the later commit wins, and a key
+  // is never inserted twice. Slots outside the home bucket may be contended by other homes' writers only
+  // while empty, which the CAS below settles.
+  lock_bucket(hb);
+  const Found f = lookup(key, hash);
+  if (f.slot != nullptr) {
+    const int64_t old_len = descriptors_[f.id].value_len;
+    f.slot->store(nv, std::memory_order_release);  // publish: the reservation's reference moves to the slot
+    unlock_bucket(hb);
+    release(f.id);  // our lookup pin
+    release(f.id);  // the slot's reference
+    add_published(core, 0, new_len - old_len);
+    *r = Reservation{};
+    return put_status(core, Status::kOk);
+  }
+  for (uint32_t p = 0; p < kProbeBuckets; ++p) {
+    Bucket& b = buckets_[(home + p) & bucket_mask_];
+    for (auto& slot : b.slots) {
+      uint64_t expected = 0;
+      if (slot.load(std::memory_order_relaxed) == 0 &&
+          slot.compare_exchange_strong(expected, nv, std::memory_order_release, std::memory_order_relaxed)) {
+        unlock_bucket(hb);
+        add_published(core, 1, new_len);
+        *r = Reservation{};
+        return put_status(core, Status::kOk);
+      }
+    }
+  }
+  unlock_bucket(hb);
+  abort(r);
+  return put_status(core, Status::kNoSpace);
+}
+
+Status Store::put(uint32_t core, std::string_view key, std::span<const std::byte> value) {
+  Reservation r;
+  const Status s = reserve(core, key, value.size(), &r);
+  if (s != Status::kOk) return s;
+  if (!value.empty()) std::memcpy(r.data, value.data(), value.size());
+  return commit(core, &r);
+}
+
+Status Store::remove(uint32_t core, std::string_view key) {
+  if (key.empty() || key.size() > kMaxKey) return count(core, Op::kDelete, Status::kBadRequest);
+  const uint64_t hash = hash_key(key);
+  Bucket* hb = &buckets_[hash & bucket_mask_];
+  lock_bucket(hb);
+  const Found f = lookup(key, hash);
+  if (f.slot == nullptr) {
+    unlock_bucket(hb);
+    return count(core, Op::kDelete, Status::kNotFound);
+  }
+  const int64_t old_len = descriptors_[f.id].value_len;
+  f.slot->store(0, std::memory_order_release);
+  unlock_bucket(hb);
+  release(f.id);
+  release(f.id);  // a reader's pin keeps the block alive past this point; the last unpin frees it
+  add_published(core, -1, -old_len);
+  return count(core, Op::kDelete, Status::kOk);
+}
+
+uint32_t Store::count_free_descriptors() const {
+  uint32_t n = 0;
+  for (auto idx = static_cast<uint32_t>(free_head_.load(std::memory_order_acquire)); idx != kNil;
+       idx = descriptors_[idx].next_free.load(std::memory_order_relaxed)) {
+    ++n;
+  }
+  return n;
+}
+
+uint32_t Store::refs_of(uint32_t token) const { return descriptors_[token].refs.load(std::memory_order_relaxed); }
+
+StoreStats Store::stats() const {
+  StoreStats s;
+  int64_t objects = 0;
+  int64_t bytes = 0;
+  for (uint32_t c = 0; c < config_.max_cores; ++c) {
+    const CoreStats& cs = core_stats_[c];
+    for (uint32_t o = 0; o < kOpCount; ++o)
+      for (uint32_t st = 0; st < kStatusCount; ++st) s.ops[o][st] += cs.ops[o][st].load(std::memory_order_relaxed);
+    objects += cs.objects.load(std::memory_order_relaxed);
+    bytes += cs.value_bytes.load(std::memory_order_relaxed);
+  }
+  s.objects = objects > 0 ? static_cast<uint64_t>(objects) : 0;
+  s.value_bytes = bytes > 0 ? static_cast<uint64_t>(bytes) : 0;
+  s.used_bytes = used_.load(std::memory_order_relaxed);
+  s.capacity_bytes = capacity_;
+  return s;
+}
+
+}  // namespace rdmagate::store

@@ -1,0 +1,151 @@
+// The embedded object store: a concurrent key/value store over caller-provided memory, shared by all
+// data-plane cores. No OS locks, no syscalls and no allocation after create(); builds without DPDK.
+//
+// Values are copy-on-write: a PUT fills a fresh block and publishes it by swapping the index slot, so a
+// published value is immutable until it is freed. A GET pins the block it found (a reference count); the
+// block is freed when the last pin drops, so the engine may hold a pin across an asynchronous RDMA WRITE.
+// See docs/store.md for the concurrency argument and capacity accounting.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "dataplane/store/block_allocator.hpp"
+
+namespace rdmagate::store {
+
+enum class Status : uint8_t {
+  kOk = 0,
+  kNotFound = 1,    // GET or DELETE of a key that is not there
+  kTooLarge = 2,    // value above max_value
+  kNoSpace = 3,     // capacity, index or descriptors exhausted; nothing is ever evicted
+  kBadRequest = 4,  // key length outside 1..kMaxKey
+};
+constexpr uint32_t kStatusCount = 5;
+
+enum class Op : uint8_t {
+  kGet = 0,
+  kPut = 1,  // counted once per put() or reserve()+commit() (a failed reserve counts its status)
+  kDelete = 2,
+};
+constexpr uint32_t kOpCount = 3;
+
+const char* status_name(Status s);
+const char* op_name(Op o);
+
+constexpr uint32_t kMaxKey = 250;
+
+struct StoreConfig {
+  uint64_t max_value = uint64_t{4} << 20;  // bytes; at most 2 GiB
+  uint32_t max_objects = 1u << 16;         // published objects (sizes the index and descriptor table)
+  uint32_t max_inflight = 4096;            // reservations plus overwritten-but-still-pinned values
+  uint64_t capacity_bytes = 0;             // values (class size) + metadata; 0: whatever the region holds
+  uint32_t max_cores = 64;                 // core indices passed to operations are below this
+};
+
+// A GET's result: the value stays valid and unchanged until unpin(), whatever other cores do meanwhile.
+struct PinnedValue {
+  const std::byte* data = nullptr;
+  uint32_t size = 0;
+  uint32_t token = kNoToken;  // descriptor index; kNoToken when nothing is pinned
+  static constexpr uint32_t kNoToken = 0xffffffffu;
+};
+
+// A PUT in progress: `data` has room for `size` bytes, private to the reserver until commit() or abort().
+struct Reservation {
+  std::byte* data = nullptr;
+  uint32_t size = 0;
+  uint32_t token = PinnedValue::kNoToken;
+};
+
+struct StoreStats {
+  uint64_t objects = 0;          // published keys
+  uint64_t value_bytes = 0;      // sum of published value lengths
+  uint64_t used_bytes = 0;       // charged capacity: class sizes + metadata, including pinned/reserved
+  uint64_t capacity_bytes = 0;
+  uint64_t ops[kOpCount][kStatusCount] = {};
+};
+
+class Store {
+ public:
+  // Bytes of fixed metadata (index, descriptor table, allocator map) create() carves from the region
+  // before the value arena, for `config`. A region must be larger than this to hold any value.
+  static uint64_t metadata_bytes(const StoreConfig& config, uint64_t region_bytes);
+
+  // `region` must stay valid for the store's lifetime; it is 64-byte aligned by create() if needed.
+  // Returns null and fills *error when the config is invalid or the region too small.
+  static std::unique_ptr<Store> create(const StoreConfig& config, std::span<std::byte> region, std::string* error);
+
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // All operations are safe from any thread concurrently; `core` selects the stats row (one thread per
+  // core index at a time) and must be < max_cores.
+  Status put(uint32_t core, std::string_view key, std::span<const std::byte> value);
+  Status get(uint32_t core, std::string_view key, PinnedValue* out);  // pins on kOk
+  Status remove(uint32_t core, std::string_view key);
+  void unpin(PinnedValue* v);  // no-op on an empty PinnedValue; empties it
+
+  // Two-phase PUT for a value that arrives by RDMA READ: reserve, let the NIC fill `data`, then commit
+  // (publish; last committer wins) or abort (frees). commit() returns kNoSpace when the index is full,
+  // and then has already released the reservation.
+  Status reserve(uint32_t core, std::string_view key, uint64_t value_size, Reservation* out);
+  Status commit(uint32_t core, Reservation* r);
+  void abort(Reservation* r);
+
+  StoreStats stats() const;
+  uint64_t max_value() const { return config_.max_value; }
+  uint64_t capacity_bytes() const { return capacity_; }
+  uint64_t charge_for(uint64_t value_size) const;  // capacity one object of that size costs
+  // The value arena: the engine registers [arena_base, arena_base + arena_bytes) once for RDMA.
+  std::byte* arena_base() const { return allocator_.address(0); }
+  uint64_t arena_bytes() const { return allocator_.arena_bytes(); }
+
+ private:
+  friend class StoreTestPeer;
+  struct Descriptor;
+  struct Bucket;
+  struct CoreStats;
+
+  Store() = default;
+  Status put_status(uint32_t core, Status s) { return count(core, Op::kPut, s); }
+  Status count(uint32_t core, Op op, Status s);
+  void add_published(uint32_t core, int64_t objects, int64_t bytes);
+  bool try_pin(uint32_t id);
+  void release(uint32_t id);  // drops one reference; frees block and descriptor at zero
+  uint32_t pop_descriptor();
+  void push_descriptor(uint32_t id);
+  void lock_bucket(Bucket* b);
+  void unlock_bucket(Bucket* b);
+  bool key_equals(uint32_t id, std::string_view key) const;
+  struct Found {  // a slot holding the key, the value seen in it, and a pin on that descriptor
+    std::atomic<uint64_t>* slot = nullptr;
+    uint64_t value = 0;
+    uint32_t id = 0;
+  };
+  Found lookup(std::string_view key, uint64_t hash);
+  // For StoreTestPeer: only meaningful while the store is quiescent.
+  uint32_t count_free_descriptors() const;
+  uint32_t refs_of(uint32_t token) const;
+
+  StoreConfig config_{};
+  uint64_t capacity_{0};
+  Descriptor* descriptors_{nullptr};
+  uint32_t descriptor_count_{0};
+  Bucket* buckets_{nullptr};
+  uint64_t bucket_mask_{0};
+  CoreStats* core_stats_{nullptr};
+  std::unique_ptr<std::byte[]> core_stats_storage_;
+  BlockAllocator allocator_;
+  uint32_t max_order_{0};
+  alignas(64) std::atomic<uint64_t> free_head_{0};  // tag << 32 | descriptor index (ABA-safe Treiber stack)
+  alignas(64) std::atomic<uint64_t> used_{0};
+};
+
+}  // namespace rdmagate::store
