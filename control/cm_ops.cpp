@@ -200,7 +200,9 @@ int Connection::post_rx() noexcept {
 
 int Connection::connect() noexcept {
   const protocol::ConnParams dev = eng_.device_params();
-  sent_request_ = protocol::make_connect_request(eng_.local(), dev, last_peer_incarnation_);
+  protocol::LocalEndpoint self = eng_.local();
+  if (retry_params_) self.params = *retry_params_;  // the peer's, from its mismatch reject
+  sent_request_ = protocol::make_connect_request(self, dev, last_peer_incarnation_);
   std::uint8_t buf[protocol::kMaxHandshakeSize] = {};
   const auto enc = protocol::encode_handshake(sent_request_, buf);
   if (!enc.ok()) return -EINVAL;

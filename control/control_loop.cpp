@@ -403,6 +403,26 @@ void Engine::handle_cm_events_st() {
           args.retry = retry_for(body.reason);
           log_st("connect to %s rejected: %s", conn->peer_str_.c_str(),
                  std::string(protocol::to_string(body.reason)).c_str());
+          // Queue-size / fragments mismatch: retry once, at once, offering the peer's parameters (its reject
+          // carries them; the connect clamps them to our device). A mismatch after that cannot be fixed.
+          if (body.reason == protocol::RejectReason::kQueueSizeMismatch ||
+              body.reason == protocol::RejectReason::kFragmentsMismatch) {
+            if (conn->retried_with_peer_params_) {
+              args.retry = RetryHint::kNever;
+            } else {
+              // The peer's depth and fragments (both: a retry that fixes one and trips on the other would be
+              // wasted); the other parameters stay ours, the negotiation takes the minimum anyway.
+              protocol::ConnParams rp = local().params;
+              rp.queue_depth = body.params.queue_depth;
+              rp.max_fragments = body.params.max_fragments;
+              conn->retry_params_ = rp;
+              conn->retried_with_peer_params_ = true;
+              ++counters_.retries_with_peer_params;
+              log_st("retrying %s with the peer's parameters: depth %u, fragments %u, message %u",
+                     conn->peer_str_.c_str(), body.params.queue_depth, body.params.max_fragments,
+                     body.params.max_message_size);
+            }
+          }
         }
         conn->dispatch(Event::kRejected, args);
         break;
@@ -633,7 +653,36 @@ void Engine::stop_cores_st() {
   launched_lcores_.clear();
 }
 
+bool Engine::quiesce_st(Duration timeout) {
+  accepting_ = false;
+  for (rdma_cm_id* l : listeners_) rdma_destroy_id(l);
+  listeners_.clear();
+  for (auto& core : cores_) {
+    core->quiesced.store(false, std::memory_order_release);
+    core->control_mailbox().send_st(dataplane::ToCore::config(dataplane::ConfigKey::kQuiesce, 1));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool ok = poll_until_st([this] {
+    for (const auto& core : cores_) {
+      if (core->running.load(std::memory_order_acquire) && !core->quiesced.load(std::memory_order_acquire)) {
+        return false;
+      }
+    }
+    return true;
+  }, timeout);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  if (ok) {
+    log_st("quiesced %zu connection(s) in %lld ms", conns_.size(), static_cast<long long>(ms.count()));
+  } else {
+    ++counters_.quiesce_timeouts;
+    log_st("quiesce timed out after %lld ms: closing %zu connection(s) with requests in flight",
+           static_cast<long long>(ms.count()), conns_.size());
+  }
+  return ok;
+}
+
 bool Engine::shutdown_st(Duration drain_timeout) {
+  quiesce_st(drain_timeout);
   begin_shutdown_st();
   const bool drained = poll_until_st([this] { return conns_.empty(); }, drain_timeout);
   stop_cores_st();

@@ -67,8 +67,10 @@ struct EngineCounters {
   std::uint64_t async_events = 0;
   std::uint64_t illegal_events = 0;
   std::uint64_t destroyed = 0;
+  std::uint64_t retries_with_peer_params = 0;  // mismatch rejects answered by a retry with the peer's parameters
   std::uint64_t races_won = 0;  // contested or duplicate requests we rejected "race"
   std::uint64_t remote_cores = 0;  // configured cores not local to the device (hwloc)
+  std::uint64_t quiesce_timeouts = 0;  // SIGTERM drains whose quiesce phase hit the drain timeout
 };
 
 // One connection, owned by the control thread; its CoreConn part is lent to a core between the first
@@ -113,6 +115,7 @@ class Connection final : public ConnectionOps {
   const protocol::Session& session() const noexcept { return cc_.session; }
   const std::vector<Duration>& reconnect_delays() const noexcept { return reconnect_delays_; }
   protocol::RejectReason last_reject() const noexcept { return last_reject_; }
+  bool retried_with_peer_params() const noexcept { return retried_with_peer_params_; }
 
  private:
   friend class Engine;
@@ -135,6 +138,10 @@ class Connection final : public ConnectionOps {
   std::uint64_t last_peer_incarnation_ = 0;
   std::vector<Duration> reconnect_delays_;
   protocol::RejectReason last_reject_ = protocol::RejectReason::kNone;
+  // A queue-size or fragments mismatch reject carries the peer's parameters: the next connect offers them
+  // (clamped to our device by make_connect_request). Once only: a second mismatch gives up.
+  std::optional<protocol::ConnParams> retry_params_;
+  bool retried_with_peer_params_ = false;
   // Passive side: the accept body negotiated from the request.
   protocol::HandshakeBody accept_body_{};
   std::uint32_t rx_to_post_ = 0;
@@ -185,9 +192,15 @@ class Engine {
 
   // Closes one connection (active side: it reconnects, as after any failure).
   void close_st(std::uint64_t id, CloseReason why);
-  // SIGTERM path: stop accepting, close every connection for good, wait for the cores' CLOSED (bounded),
-  // then stop the cores. True if everything drained in time.
+  // SIGTERM path: stop accepting; quiesce (CONFIG kQuiesce: requests arriving now are answered
+  // kCompletion kNoResources, none of ours are started) and let in-flight requests finish, bounded by
+  // drain_timeout (counted in quiesce_timeouts when it expires: what is still in flight then fails with
+  // the connection); then close every connection for good, wait for the cores' CLOSED (bounded by
+  // drain_timeout again), stop the cores. True if the close phase drained in time.
   bool shutdown_st(Duration drain_timeout);
+  // The quiesce phase alone: stop accepting, tell every core, poll until every core reports quiesced or
+  // the timeout. True if quiesced in time.
+  bool quiesce_st(Duration timeout);
   // The same in steps, for a thread that drives several engines: begin, poll until drained_st(), stop.
   void begin_shutdown_st();
   bool drained_st() const noexcept { return conns_.empty(); }

@@ -108,7 +108,7 @@ enum class CoreConnState : std::uint8_t {
 
 // Plain per-connection service state (the service decides what the words mean).
 struct ServiceConnState {
-  std::uint64_t a = 0, b = 0, c = 0, d = 0;
+  std::uint64_t a = 0, b = 0, c = 0, d = 0, e = 0;
 };
 
 struct CoreConn {
@@ -141,6 +141,7 @@ struct CoreConn {
   std::uint32_t tx_free_top = 0;
   std::vector<std::uint16_t> sq_fifo;   // tx descriptors posted, oldest first (power-of-two ring)
   std::uint32_t sq_head = 0, sq_tail = 0;
+  std::uint32_t quiesce_sq_mark = 0;  // sq_tail when the core began to quiesce (CONFIG kQuiesce)
   std::uint32_t unsignaled = 0;         // sends posted since the last signaled one
   bool drain_posted = false;
   std::vector<std::uint16_t> early;     // rx indices completed before ADOPT, in order
@@ -208,6 +209,8 @@ struct CoreCounters {
   std::uint64_t read_chunks = 0, read_bytes = 0, write_chunks = 0, write_bytes = 0;
   std::uint64_t rdma_reads_queued = 0;  // READs that had to wait for an earlier one (initiator depth)
   std::uint64_t chunk_queue_full = 0;   // chunk requests refused with kNoResources
+  std::uint64_t quiesce_refused = 0;    // requests that arrived while quiescing, answered kNoResources
+  std::uint64_t quiesce_reached = 0;    // quiesce phases that ended with every connection idle
 };
 
 }  // namespace rdmagate::dataplane

@@ -214,6 +214,8 @@ class CoreLoop {
   std::uint64_t tsc_hz() const noexcept { return tsc_hz_; }
   CoreCounters& counters_st() noexcept { return cnt_; }
   std::uint32_t owned_st() const noexcept { return static_cast<std::uint32_t>(owned_.size()); }
+  // True after CONFIG kQuiesce 1: services start no new request (the core refuses incoming ones).
+  bool quiescing_st() const noexcept { return quiescing_; }
 
   // ---- handoff commands (CoreMailbox calls these during check_st) -----------------------------------
 
@@ -278,7 +280,19 @@ class CoreLoop {
     maybe_closed_st(c);
   }
 
-  void on_config_st(ConfigKey, std::uint64_t) noexcept {}
+  // kQuiesce 1 (SIGTERM drain): requests that arrive from now on are answered kCompletion kNoResources
+  // (never reach the service), services start no new request, and every send is signaled, so its
+  // completion proves the SQ empty up to it. Unsignaled sends posted before the quiesce and followed by no
+  // send since cannot be proven (a NOOP without a reason is dropped by the credit machine); they count as
+  // done once the quiet period has passed. When every connection is idle (quiesce_idle_st) the core sets
+  // res.quiesced. kQuiesce 0 resumes.
+  void on_config_st(ConfigKey k, std::uint64_t v) noexcept {
+    if (k != ConfigKey::kQuiesce) return;
+    quiescing_ = v != 0;
+    res_.quiesced.store(false, std::memory_order_release);
+    last_refusal_ = now_;
+    for (CoreConn* c : owned_) c->quiesce_sq_mark = c->sq_tail;
+  }
 
  private:
   // ---- completions ----------------------------------------------------------------------------------
@@ -414,6 +428,16 @@ class CoreLoop {
     // payload), so an answer queued now carries this credit instead of a NOOP.
     stage_recv_st(c, rx);
     c.credits->on_reposted(cls);
+    if (quiescing_ && is_request(m.type)) [[unlikely]] {
+      // Quiescing: a request that arrives now is not started; the requester gets a clear answer.
+      ++cnt_.quiesce_refused;
+      last_refusal_ = now_;
+      res_.quiesced.store(false, std::memory_order_relaxed);
+      send_st(c, protocol::MessageType::kCompletion, m.opcode, m.cookie, {},
+              static_cast<std::uint32_t>(protocol::CompletionStatus::kNoResources), 0);
+      mark_dirty_st(c);
+      return;
+    }
     switch (m.type) {
       case protocol::MessageType::kNoop:
         notify_writable_st(c);  // it returned credits
@@ -503,7 +527,7 @@ class CoreLoop {
       flags |= IBV_SEND_INLINE;
       ++cnt_.inline_sends;
     }
-    if (++c.unsignaled >= c.signal_interval) {
+    if (++c.unsignaled >= c.signal_interval || quiescing_) {
       flags |= IBV_SEND_SIGNALED;
       c.unsignaled = 0;
     }
@@ -716,6 +740,32 @@ class CoreLoop {
       ++i;
     }
     if (!dirty_.empty()) flush_st();
+    if (quiescing_ && !res_.quiesced.load(std::memory_order_relaxed) && quiesce_idle_st()) {
+      ++cnt_.quiesce_reached;
+      res_.quiesced.store(true, std::memory_order_release);
+    }
+  }
+
+  static constexpr bool is_request(protocol::MessageType t) noexcept {
+    return t == protocol::MessageType::kInlineRequest || t == protocol::MessageType::kReadChunkRequest ||
+           t == protocol::MessageType::kWriteChunkRequest;
+  }
+
+  // Every owned connection idle, and no request refused for kQuietMs (requests the peer sent before it saw
+  // our first refusal are still arriving until then).
+  bool quiesce_idle_st() noexcept {
+    if (now_ - last_refusal_ < tsc_hz_ / 1000 * kQuietMs) return false;
+    for (CoreConn* c : owned_) {
+      const bool sq_done = c->sq_inflight() == 0 || (c->sq_tail == c->quiesce_sq_mark && c->send_head == nullptr);
+      if (!sq_done || c->credits->queued_total() != 0 || c->chunk_count != 0 ||
+          c->bulk_op.state != BulkState::kIdle) {
+        return false;
+      }
+      if constexpr (requires(Service& s) { s.pending_st(*c); }) {
+        if (svc_.pending_st(*c) != 0) return false;
+      }
+    }
+    return true;
   }
 
   CoreResources& res_;
@@ -727,6 +777,9 @@ class CoreLoop {
   std::uint32_t burst_ = 32;
   std::uint64_t now_ = 0;
   std::uint64_t tsc_hz_ = 0;
+  static constexpr std::uint64_t kQuietMs = 50;
+  bool quiescing_ = false;
+  std::uint64_t last_refusal_ = 0;
 };
 
 }  // namespace rdmagate::dataplane

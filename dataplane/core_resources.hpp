@@ -87,6 +87,10 @@ class CoreResources {
   std::atomic<bool> stop{false};
   // True while the loop runs (set by the core).
   std::atomic<bool> running{false};
+  // Set by the core while quiescing (CONFIG kQuiesce 1) once every owned connection is idle: no request
+  // of ours outstanding or held by the service, no send on the device or queued, and no request arrived
+  // for a quiet period. Control reads it during the SIGTERM drain; cleared by CONFIG kQuiesce 0.
+  std::atomic<bool> quiesced{false};
   // The core's counters (written only by the core; readers accept stale values).
   CoreCounters counters{};
 

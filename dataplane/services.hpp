@@ -107,6 +107,13 @@ struct EchoClientResults {
   std::atomic<std::uint64_t> verified{0};          // answers verified (added when a connection finishes)
   std::atomic<std::uint64_t> mismatches{0};        // answers with a wrong size, opcode or byte
   std::atomic<std::uint64_t> sum_rtt_tsc{0};       // added when a connection finishes
+  // Added when a connection closes (the SIGTERM drain's accounting): requests sent, answers received (echo
+  // or refusal), refusals (kCompletion kNoResources: the responder was quiescing and did not start it), and
+  // requests that never got any answer (lost with the connection).
+  std::atomic<std::uint64_t> closed_sent{0};
+  std::atomic<std::uint64_t> closed_answered{0};
+  std::atomic<std::uint64_t> closed_refused{0};
+  std::atomic<std::uint64_t> closed_lost{0};
 };
 
 struct EchoClientConfig {
@@ -124,7 +131,8 @@ class EchoClientService {
   EchoClientService(const EchoClientConfig& cfg, EchoClientResults& results) noexcept
       : cfg_(cfg), res_(results) {}
 
-  // Per-connection state lives in CoreConn::svc: a = sent, b = answered, c = verified, d = start tsc.
+  // Per-connection state lives in CoreConn::svc: a = sent, b = answered, c = verified, d = start tsc,
+  // e = refused (a refusal also stops new requests on the connection).
   template <typename Api>
   void on_adopt_st(Api& api, CoreConn& c) noexcept {
     c.svc = ServiceConnState{};
@@ -141,6 +149,13 @@ class EchoClientService {
   void on_response_st(Api& api, CoreConn& c, const protocol::Message& m) noexcept {
     ++c.svc.b;
     const std::uint64_t cookie = m.cookie;
+    if (m.type == protocol::MessageType::kCompletion &&
+        m.status == static_cast<std::uint32_t>(protocol::CompletionStatus::kNoResources) && cookie != 0 &&
+        cookie <= c.svc.a) {
+      ++c.svc.e;  // the responder is quiescing: it answered without starting the request
+      finish_if_done_st(api, c);
+      return;
+    }
     if (cfg_.measure_latency) {
       const std::uint64_t us = (api.now_tsc_st() - sent_tsc_[cookie % kTscSlots]) * 1'000'000 / api.tsc_hz();
       ++hist_[us < kHistBuckets ? us : kHistBuckets - 1];
@@ -159,7 +174,18 @@ class EchoClientService {
   }
 
   template <typename Api>
-  void on_close_st(Api&, CoreConn&) noexcept {}
+  void on_close_st(Api&, CoreConn& c) noexcept {
+    const std::uint64_t sent = c.svc.a;
+    const std::uint64_t answered = cfg_.one_way ? sent : c.svc.b;
+    res_.closed_sent.fetch_add(sent, std::memory_order_relaxed);
+    res_.closed_answered.fetch_add(answered, std::memory_order_relaxed);
+    res_.closed_refused.fetch_add(c.svc.e, std::memory_order_relaxed);
+    res_.closed_lost.fetch_add(sent - answered, std::memory_order_relaxed);
+    c.svc = ServiceConnState{};
+  }
+
+  // Requests of ours without an answer yet (the core's quiesce waits for none).
+  std::uint64_t pending_st(const CoreConn& c) const noexcept { return cfg_.one_way ? 0 : c.svc.a - c.svc.b; }
 
   // The core calls this when descriptors or credits came back (send completions, NOOPs): sink mode keeps
   // sending as they free up.
@@ -171,6 +197,7 @@ class EchoClientService {
   // Sends requests while the window, the descriptors and the total allow.
   template <typename Api>
   void fill_st(Api& api, CoreConn& c) noexcept {
+    if (c.svc.e != 0 || api.quiescing_st()) return;  // refused by a quiescing peer, or quiescing ourselves
     while (c.svc.a < cfg_.messages_per_conn && c.svc.a - c.svc.b < cfg_.window &&
            api.tx_available_st(c) > 2) {
       const std::uint64_t cookie = ++c.svc.a;

@@ -39,7 +39,9 @@ struct FakeApi {
   std::uint32_t tx_free = 64;
   bool fail_sends = false;
   std::uint64_t now = 1000;
+  bool quiescing = false;
 
+  bool quiescing_st() const { return quiescing; }
   bool send_st(CoreConn&, protocol::MessageType t, std::uint16_t op, std::uint64_t cookie,
                std::span<const std::uint8_t> p, std::uint32_t = 0, std::uint32_t = 0) {
     if (fail_sends) return false;
@@ -136,6 +138,50 @@ TEST(EchoClientService, StopsWhenDescriptorsRunLow) {
   auto svc = std::make_unique<EchoClientService>(cfg, res);
   FakeApi api;
   api.tx_free = 2;  // the service leaves two descriptors for NOOPs and answers
+  CoreConn c;
+  svc->on_adopt_st(api, c);
+  EXPECT_TRUE(api.sent.empty());
+}
+
+// SIGTERM drain: a quiescing responder answers kCompletion kNoResources; the client stops sending on that
+// connection, counts the refusal as an answer (not a mismatch), and accounts sent/answered/lost at close.
+TEST(EchoClientService, ARefusalStopsTheConnectionAndIsAccountedAtClose) {
+  EchoClientResults res;
+  EchoClientConfig cfg;
+  cfg.messages_per_conn = UINT64_MAX;
+  cfg.max_payload = 8;
+  cfg.window = 4;
+  auto svc = std::make_unique<EchoClientService>(cfg, res);
+  FakeApi api;
+  CoreConn c;
+  svc->on_adopt_st(api, c);
+  ASSERT_EQ(api.sent.size(), 4u);
+  svc->on_response_st(api, c, response_to(api.sent[0]));  // answered: the window refills
+  ASSERT_EQ(api.sent.size(), 5u);
+  protocol::Message refusal;
+  refusal.type = protocol::MessageType::kCompletion;
+  refusal.opcode = api.sent[1].opcode;
+  refusal.cookie = api.sent[1].cookie;
+  refusal.status = static_cast<std::uint32_t>(protocol::CompletionStatus::kNoResources);
+  svc->on_response_st(api, c, refusal);
+  EXPECT_EQ(api.sent.size(), 5u) << "no new request after a refusal";
+  EXPECT_EQ(svc->pending_st(c), 3u);
+  svc->on_response_st(api, c, response_to(api.sent[2]));
+  EXPECT_EQ(api.sent.size(), 5u);
+  svc->on_close_st(api, c);
+  EXPECT_EQ(res.closed_sent.load(), 5u);
+  EXPECT_EQ(res.closed_answered.load(), 3u);
+  EXPECT_EQ(res.closed_refused.load(), 1u);
+  EXPECT_EQ(res.closed_lost.load(), 2u);
+  EXPECT_EQ(res.mismatches.load(), 0u);
+}
+
+TEST(EchoClientService, StartsNothingWhileQuiescing) {
+  EchoClientResults res;
+  EchoClientConfig cfg;
+  auto svc = std::make_unique<EchoClientService>(cfg, res);
+  FakeApi api;
+  api.quiescing = true;
   CoreConn c;
   svc->on_adopt_st(api, c);
   EXPECT_TRUE(api.sent.empty());

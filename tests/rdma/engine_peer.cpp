@@ -1,14 +1,18 @@
 // engine_peer: one engine in its own process, for the multi-process engine tests (engine_process_test).
 //
 //   engine_peer server --addr A --port P --lcores L --status FILE
-//   engine_peer client --addr A --port P --lcores L --status FILE [--messages N] [--backoff-min-ms M]
+//   engine_peer client --addr A --port P --lcores L --status FILE [--messages N] [--window W] [--backoff-min-ms M]
 //                      [--backoff-max-ms M]
+//   both: [--drain-ms M] (the SIGTERM drain timeout, default 10000); server: [--hold-after N] (requests after
+//   the first N per connection are held, never answered)
 //
 // The server runs the echo service; the client the verifying echo client (N messages; 0: forever) and
 // reconnects with backoff. Every 100 ms the control thread rewrites FILE (write + rename) with one line of
-// key=value pairs: conns, owned, rx (messages received by the core), mismatches, reconnects, delays_ms.
-// SIGTERM/SIGINT: stop accepting, close every connection, drain the cores (bounded), exit 0 (1 if the drain
-// timed out). Lcores: the first is the control thread, the second the data-plane core; the cores use the
+// key=value pairs: conns, owned, rx (messages received by the core), mismatches, reconnects, delays_ms; the
+// client's requests of closed connections (sent, answered, refused, lost); the server's refusals while
+// quiescing (srv_refused) and quiesce_timeouts.
+// SIGTERM/SIGINT: stop accepting, quiesce (new requests refused, in-flight ones finish; bounded), close every
+// connection, drain the cores (bounded), exit 0 (1 if the close phase timed out). Lcores: the first is the control thread, the second the data-plane core; the cores use the
 // yielding idle policy (the guest has 2 vCPUs shared by both processes).
 #include <rte_lcore.h>
 #include <unistd.h>
@@ -39,6 +43,9 @@ struct Args {
   std::string mode, addr = "198.18.0.1", lcores = "0@0,1@1", status;
   unsigned port = 0;
   std::uint64_t messages = 0;
+  unsigned window = 8;
+  std::uint64_t hold_after = UINT64_MAX;  // server: requests after the first N per connection are held
+  unsigned drain_ms = 10000;
   unsigned backoff_min_ms = 100, backoff_max_ms = 1600;
 };
 
@@ -53,6 +60,9 @@ bool parse(int argc, char** argv, Args* a) {
     else if (k == "--lcores") a->lcores = v;
     else if (k == "--status") a->status = v;
     else if (k == "--messages") a->messages = std::strtoull(v, nullptr, 10);
+    else if (k == "--window") a->window = static_cast<unsigned>(std::atoi(v));
+    else if (k == "--hold-after") a->hold_after = std::strtoull(v, nullptr, 10);
+    else if (k == "--drain-ms") a->drain_ms = static_cast<unsigned>(std::atoi(v));
     else if (k == "--backoff-min-ms") a->backoff_min_ms = static_cast<unsigned>(std::atoi(v));
     else if (k == "--backoff-max-ms") a->backoff_max_ms = static_cast<unsigned>(std::atoi(v));
     else return false;
@@ -61,7 +71,8 @@ bool parse(int argc, char** argv, Args* a) {
 }
 
 void write_status(const std::string& path, const control::Engine& eng, const dataplane::CoreCounters& cnt,
-                  std::uint64_t mismatches, const std::vector<control::Connection*>& conns) {
+                  const dataplane::EchoClientResults& res, const std::vector<control::Connection*>& conns) {
+  const std::uint64_t mismatches = res.mismatches.load();
   std::string delays;
   for (const control::Connection* c : conns) {
     for (const auto& d : c->reconnect_delays()) {
@@ -74,12 +85,40 @@ void write_status(const std::string& path, const control::Engine& eng, const dat
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) return;
-  std::fprintf(f, "conns=%zu owned=%zu rx=%llu mismatches=%llu reconnects=%llu delays_ms=%s\n", eng.connection_count(),
-               eng.owned_count(), static_cast<unsigned long long>(rx), static_cast<unsigned long long>(mismatches),
-               static_cast<unsigned long long>(eng.counters().reconnects), delays.empty() ? "-" : delays.c_str());
+  const auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
+  std::fprintf(f,
+               "conns=%zu owned=%zu rx=%llu mismatches=%llu reconnects=%llu delays_ms=%s sent=%llu answered=%llu "
+               "refused=%llu lost=%llu srv_refused=%llu quiesce_timeouts=%llu\n",
+               eng.connection_count(), eng.owned_count(), u(rx), u(mismatches), u(eng.counters().reconnects),
+               delays.empty() ? "-" : delays.c_str(), u(res.closed_sent.load()), u(res.closed_answered.load()),
+               u(res.closed_refused.load()), u(res.closed_lost.load()), u(cnt.quiesce_refused),
+               u(eng.counters().quiesce_timeouts));
   std::fclose(f);
   std::rename(tmp.c_str(), path.c_str());
 }
+
+// The server's service: echo, except that each connection's requests after the first `hold_after` are held
+// (never answered), so a SIGTERM drain has requests in flight that never finish (pending_st counts them).
+struct HoldingEchoService : dataplane::EchoService {
+  std::uint64_t hold_after = UINT64_MAX;
+  template <typename Api>
+  void on_request_st(Api& api, dataplane::CoreConn& c, const protocol::Message& m) noexcept {
+    if (++c.svc.d > hold_after) {
+      ++c.svc.e;
+      return;
+    }
+    dataplane::EchoService::on_request_st(api, c, m);
+  }
+  std::uint64_t pending_st(const dataplane::CoreConn& c) const noexcept { return c.svc.e; }
+  template <typename Api>
+  void on_adopt_st(Api&, dataplane::CoreConn& c) noexcept {
+    c.svc = dataplane::ServiceConnState{};
+  }
+  template <typename Api>
+  void on_close_st(Api&, dataplane::CoreConn& c) noexcept {
+    c.svc = dataplane::ServiceConnState{};
+  }
+};
 
 }  // namespace
 
@@ -90,7 +129,7 @@ int engine_peer_main(int argc, char** argv) {
   if (!parse(argc, argv, &a)) {
     std::fprintf(stderr,
                  "usage: engine_peer server|client --port P --status FILE [--addr A] [--lcores L] [--messages N] "
-                 "[--backoff-min-ms M] [--backoff-max-ms M]\n");
+                 "[--window W] [--hold-after N] [--drain-ms M] [--backoff-min-ms M] [--backoff-max-ms M]\n");
     return 2;
   }
   const std::string dev = control::device_name_from_env();
@@ -134,17 +173,18 @@ int engine_peer_main(int argc, char** argv) {
     return 1;
   }
 
-  dataplane::EchoService echo;
+  HoldingEchoService echo;
+  echo.hold_after = a.hold_after;
   dataplane::EchoClientResults results;
   dataplane::EchoClientConfig ccfg;
   ccfg.messages_per_conn = a.messages == 0 ? UINT64_MAX : a.messages;
   ccfg.max_payload = 256;
-  ccfg.window = 8;
+  ccfg.window = a.window;
   auto client_svc = std::make_unique<dataplane::EchoClientService>(ccfg, results);
   std::vector<std::unique_ptr<control::CoreRunner>> runners;
   if (server) {
     runners.push_back(std::make_unique<control::CoreRunnerOf<dataplane::CoreLoop<dataplane::VerbsBackend,
-                                                                                 dataplane::EchoService>>>(
+                                                                                 HoldingEchoService>>>(
         eng->core(0), echo));
   } else {
     runners.push_back(std::make_unique<control::CoreRunnerOf<dataplane::CoreLoop<dataplane::VerbsBackend,
@@ -175,14 +215,14 @@ int engine_peer_main(int argc, char** argv) {
     eng->poll_st(5);
     if (std::chrono::steady_clock::now() - last >= std::chrono::milliseconds(100)) {
       last = std::chrono::steady_clock::now();
-      write_status(a.status, *eng, eng->core(0).counters, results.mismatches.load(), eng->connections());
+      write_status(a.status, *eng, eng->core(0).counters, results, eng->connections());
     }
   }
   // SIGTERM: stop accepting, close everything, drain the core (bounded), exit 0.
   std::printf("engine_peer %s: signal, draining %zu connection(s)\n", a.mode.c_str(), eng->connection_count());
   std::fflush(stdout);
-  const bool drained = eng->shutdown_st(std::chrono::seconds(10));
-  write_status(a.status, *eng, eng->core(0).counters, results.mismatches.load(), eng->connections());
+  const bool drained = eng->shutdown_st(std::chrono::milliseconds(a.drain_ms));
+  write_status(a.status, *eng, eng->core(0).counters, results, eng->connections());
   std::printf("engine_peer %s: %s, exiting\n", a.mode.c_str(), drained ? "drained" : "drain timed out");
   eng.reset();
   eal.reset();

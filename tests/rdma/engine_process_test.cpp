@@ -170,6 +170,99 @@ TEST(EngineProcess, ServerRestartClientReconnectsWithBackoffSigtermDrainsExitZer
   EXPECT_EQ(wait_exit(&server2, std::chrono::seconds(20)), 0);
 }
 
+// SIGTERM during load (issue 4): the server stops accepting, quiesces (requests arriving now are answered
+// kCompletion kNoResources, never started), lets in-flight ones finish, then disconnects and exits 0. The
+// client keeps a window of 16 requests in flight the whole time: every request it sent is answered, either
+// echoed (payload verified) or refused with that clear status; none is lost unless the drain timed out.
+TEST(EngineProcess, SigtermDuringLoadQuiescesAndAnswersEveryRequest) {
+  const std::string port = std::to_string(g_port_base + 3);
+  Peer server, client;
+  ASSERT_TRUE(spawn_peer(&server, {"server", "--addr", rxe_addr(), "--port", port, "--lcores", "0@0,1@1"},
+                         "/tmp/engine_peer_s4"));
+  ASSERT_TRUE(wait_for([&] { return num(read_status(server.status), "conns") == 0; }, std::chrono::seconds(20)))
+      << "server never came up";
+  ASSERT_TRUE(spawn_peer(&client,
+                         {"client", "--addr", rxe_addr(), "--port", port, "--lcores", "0@1,1@0", "--window", "16",
+                          "--backoff-min-ms", "200", "--backoff-max-ms", "400"},
+                         "/tmp/engine_peer_c4"));
+  ASSERT_TRUE(wait_for([&] { return num(read_status(server.status), "rx") + 1 > 3001; }, std::chrono::seconds(30)))
+      << "no traffic";
+  kill(server.pid, SIGTERM);
+  const auto t0 = Clock::now();
+  EXPECT_EQ(wait_exit(&server, std::chrono::seconds(30)), 0) << "server SIGTERM drain";
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const auto sst = read_status("/tmp/engine_peer_s4");
+  // The client's connection closed (the server disconnected): its totals are in.
+  EXPECT_TRUE(wait_for([&] { return num(read_status(client.status), "sent") != 0 &&
+                                    num(read_status(client.status), "sent") != UINT64_MAX; },
+                       std::chrono::seconds(20)))
+      << "the client never saw its connection close";
+  kill(client.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(&client, std::chrono::seconds(30)), 0) << "client SIGTERM";
+  const auto cst = read_status("/tmp/engine_peer_c4");
+  std::printf("engine_process: SIGTERM under load: server exit in %.2f s, server rx %s, refused while quiescing %s, "
+              "quiesce timeouts %s; client sent %s, answered %s (refused %s), lost %s, mismatches %s\n",
+              secs, sst.at("rx").c_str(), sst.at("srv_refused").c_str(), sst.at("quiesce_timeouts").c_str(),
+              cst.at("sent").c_str(), cst.at("answered").c_str(), cst.at("refused").c_str(), cst.at("lost").c_str(),
+              cst.at("mismatches").c_str());
+  EXPECT_EQ(num(sst, "conns"), 0u);
+  EXPECT_GT(num(cst, "sent"), 3000u);
+  EXPECT_EQ(num(cst, "mismatches"), 0u) << "every echoed payload verified";
+  EXPECT_EQ(num(cst, "refused"), num(sst, "srv_refused")) << "every refusal the server sent arrived";
+  if (num(sst, "quiesce_timeouts") == 0) {
+    EXPECT_EQ(num(cst, "sent"), num(cst, "answered")) << "a request was lost although the drain did not time out";
+    EXPECT_EQ(num(cst, "lost"), 0u);
+  } else {
+    ADD_FAILURE() << "the quiesce hit the drain timeout (echo answers at once: it never should here)";
+  }
+}
+
+// The drain timeout: a server that holds every request after the first 2000 of a connection (never answers
+// them) gets SIGTERM with a 1 s drain timeout. The quiesce cannot finish: it expires (counted), the server
+// closes the connection anyway and exits 0; the client's held requests fail with the connection, counted as
+// lost (sent == answered + lost), nothing else is lost or corrupted.
+TEST(EngineProcess, SigtermDrainTimeoutClosesHeldRequestsCountedAsLost) {
+  const std::string port = std::to_string(g_port_base + 4);
+  Peer server, client;
+  ASSERT_TRUE(spawn_peer(&server,
+                         {"server", "--addr", rxe_addr(), "--port", port, "--lcores", "0@0,1@1", "--hold-after",
+                          "2000", "--drain-ms", "1000"},
+                         "/tmp/engine_peer_s5"));
+  ASSERT_TRUE(wait_for([&] { return num(read_status(server.status), "conns") == 0; }, std::chrono::seconds(20)))
+      << "server never came up";
+  ASSERT_TRUE(spawn_peer(&client,
+                         {"client", "--addr", rxe_addr(), "--port", port, "--lcores", "0@1,1@0", "--window", "16",
+                          "--backoff-min-ms", "200", "--backoff-max-ms", "400"},
+                         "/tmp/engine_peer_c5"));
+  ASSERT_TRUE(wait_for([&] { return num(read_status(server.status), "rx") + 1 > 2001; }, std::chrono::seconds(30)))
+      << "no traffic";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the client's window fills with held requests
+  kill(server.pid, SIGTERM);
+  const auto t0 = Clock::now();
+  EXPECT_EQ(wait_exit(&server, std::chrono::seconds(30)), 0) << "server SIGTERM drain";
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const auto sst = read_status("/tmp/engine_peer_s5");
+  EXPECT_TRUE(wait_for([&] { const std::uint64_t v = num(read_status(client.status), "sent");
+                             return v != 0 && v != UINT64_MAX; },
+                       std::chrono::seconds(20)))
+      << "the client never saw its connection close";
+  kill(client.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(&client, std::chrono::seconds(30)), 0) << "client SIGTERM";
+  const auto cst = read_status("/tmp/engine_peer_c5");
+  std::printf("engine_process: SIGTERM with held requests, drain timeout 1 s: server exit in %.2f s, quiesce "
+              "timeouts %s; client sent %s, answered %s, lost with the connection %s, mismatches %s\n",
+              secs, sst.at("quiesce_timeouts").c_str(), cst.at("sent").c_str(), cst.at("answered").c_str(),
+              cst.at("lost").c_str(), cst.at("mismatches").c_str());
+  EXPECT_EQ(num(sst, "quiesce_timeouts"), 1u);
+  EXPECT_EQ(num(sst, "conns"), 0u);
+  EXPECT_GE(secs, 0.9);
+  EXPECT_EQ(num(cst, "answered"), 2000u);
+  EXPECT_EQ(num(cst, "sent"), num(cst, "answered") + num(cst, "lost"));
+  EXPECT_GE(num(cst, "lost"), 1u);
+  EXPECT_LE(num(cst, "lost"), 16u);
+  EXPECT_EQ(num(cst, "mismatches"), 0u);
+}
+
 }  // namespace
 
 int engine_peer_main(int argc, char** argv);
