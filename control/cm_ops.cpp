@@ -198,6 +198,20 @@ int Connection::post_rx() noexcept {
   return 0;
 }
 
+// Both ends offer the same RDMA READ depths and retry counts; only the private data differs. retry_count
+// matters only to the active side (rdma_accept ignores it).
+rdma_conn_param Connection::conn_param(const std::uint8_t* private_data, std::size_t len) const noexcept {
+  rdma_conn_param p{};
+  p.private_data = private_data;
+  p.private_data_len = static_cast<std::uint8_t>(len);
+  const RdmaDeviceLimits& lim = eng_.device().limits();
+  p.responder_resources = static_cast<std::uint8_t>(std::min(lim.max_qp_rd_atom, eng_.cfg_.max_rd_atom));
+  p.initiator_depth = static_cast<std::uint8_t>(std::min(lim.max_qp_init_rd_atom, eng_.cfg_.max_rd_atom));
+  p.retry_count = 7;
+  p.rnr_retry_count = 7;
+  return p;
+}
+
 int Connection::connect() noexcept {
   const protocol::ConnParams dev = eng_.device_params();
   protocol::LocalEndpoint self = eng_.local();
@@ -206,14 +220,7 @@ int Connection::connect() noexcept {
   std::uint8_t buf[protocol::kMaxHandshakeSize] = {};
   const auto enc = protocol::encode_handshake(sent_request_, buf);
   if (!enc.ok()) return -EINVAL;
-  rdma_conn_param p{};
-  p.private_data = buf;
-  p.private_data_len = static_cast<std::uint8_t>(enc.size);
-  const RdmaDeviceLimits& lim = eng_.device().limits();
-  p.responder_resources = static_cast<std::uint8_t>(std::min(lim.max_qp_rd_atom, eng_.cfg_.max_rd_atom));
-  p.initiator_depth = static_cast<std::uint8_t>(std::min(lim.max_qp_init_rd_atom, eng_.cfg_.max_rd_atom));
-  p.retry_count = 7;
-  p.rnr_retry_count = 7;
+  rdma_conn_param p = conn_param(buf, enc.size);
   if (rdma_connect(cm_id_, &p) != 0) {
     const int e = neg_errno();
     eng_.log_st("rdma_connect %s qp 0x%x: %s", peer_str_.c_str(), cc_.qp_num, std::strerror(-e));
@@ -226,13 +233,7 @@ int Connection::accept() noexcept {
   std::uint8_t buf[protocol::kMaxHandshakeSize] = {};
   const auto enc = protocol::encode_handshake(accept_body_, buf);
   if (!enc.ok()) return -EINVAL;
-  rdma_conn_param p{};
-  p.private_data = buf;
-  p.private_data_len = static_cast<std::uint8_t>(enc.size);
-  const RdmaDeviceLimits& lim = eng_.device().limits();
-  p.responder_resources = static_cast<std::uint8_t>(std::min(lim.max_qp_rd_atom, eng_.cfg_.max_rd_atom));
-  p.initiator_depth = static_cast<std::uint8_t>(std::min(lim.max_qp_init_rd_atom, eng_.cfg_.max_rd_atom));
-  p.rnr_retry_count = 7;
+  rdma_conn_param p = conn_param(buf, enc.size);
   if (rdma_accept(cm_id_, &p) != 0) {
     const int e = neg_errno();
     eng_.log_st("rdma_accept %s qp 0x%x: %s", peer_str_.c_str(), cc_.qp_num, std::strerror(-e));

@@ -92,6 +92,7 @@ class Connection final : public ConnectionOps {
   int post_rx() noexcept override;
   int connect() noexcept override;
   int accept() noexcept override;
+  rdma_conn_param conn_param(const std::uint8_t* private_data, std::size_t len) const noexcept;
   int schedule_reconnect(Duration delay) noexcept override;
   bool send_adopt() noexcept override;
   void send_close(CloseReason why) noexcept override;
