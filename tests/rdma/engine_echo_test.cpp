@@ -10,10 +10,10 @@
 //
 // Every wait has a deadline. Without RDMA the binary prints one line and exits 77.
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <rte_cycles.h>
 #include <rte_lcore.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <cstdio>
@@ -83,55 +83,136 @@ EngineConfig engine_config(const char* name, bool passive, unsigned lcore) {
 using ServerLoop = CoreLoop<VerbsBackend, dataplane::EchoService>;
 using ClientLoop = CoreLoop<VerbsBackend, dataplane::EchoClientService>;
 
-// Polls both engines' control loops until pred() or the deadline.
-template <typename Pred>
-bool poll_both(Engine& a, Engine& b, Pred pred, std::chrono::milliseconds timeout) {
+// Polls every engine's control loop (in argument order) until pred() or the deadline.
+template <typename Pred, typename... Engines>
+bool poll_all(Pred pred, std::chrono::milliseconds timeout, Engines&... engines) {
   const auto deadline = Clock::now() + timeout;
   while (!pred()) {
     if (Clock::now() >= deadline) return false;
-    a.poll_st(1);
-    b.poll_st(1);
+    (engines.poll_st(1), ...);
   }
   return true;
 }
 
-TEST(EngineEcho, TenThousandMessagesZeroToInlineMaxEveryByteVerified) {
+// Polls both engines' control loops until pred() or the deadline.
+template <typename Pred>
+bool poll_both(Engine& a, Engine& b, Pred pred, std::chrono::milliseconds timeout) {
+  return poll_all(pred, timeout, a, b);
+}
+
+// Test setup helpers. They assert inside (gtest: a void function), so call them under
+// ASSERT_NO_FATAL_FAILURE.
+
+// Creates an engine from cfg into out.
+void create_engine(const EngineConfig& cfg, std::unique_ptr<Engine>& out) {
   std::string err;
-  auto server = Engine::create(engine_config("server", true, g_server_lcore), &err);
-  ASSERT_TRUE(server) << err;
-  auto client = Engine::create(engine_config("client", false, g_client_lcore), &err);
-  ASSERT_TRUE(client) << err;
+  out = Engine::create(cfg, &err);
+  ASSERT_TRUE(out) << err;
+}
 
-  dataplane::EchoService echo;
-  dataplane::EchoClientResults results;
-  dataplane::EchoClientConfig ccfg;
-  ccfg.messages_per_conn = 10000;
-  ccfg.max_payload = kInlineMax;
-  ccfg.window = 8;
-  auto client_svc = std::make_unique<dataplane::EchoClientService>(ccfg, results);
+// Launches engine's cores: core i runs a Loop over the i-th service.
+template <typename Loop, typename... Services>
+void launch(Engine& engine, Services&... services) {
+  std::vector<std::unique_ptr<control::CoreRunner>> runners;
+  std::size_t core = 0;
+  (runners.push_back(std::make_unique<control::CoreRunnerOf<Loop>>(engine.core(core++), services)), ...);
+  std::string err;
+  ASSERT_TRUE(engine.launch_cores(std::move(runners), &err)) << err;
+}
 
-  std::vector<std::unique_ptr<control::CoreRunner>> sr;
-  sr.push_back(std::make_unique<control::CoreRunnerOf<ServerLoop>>(server->core(0), echo));
-  ASSERT_TRUE(server->launch_cores(std::move(sr), &err)) << err;
-  std::vector<std::unique_ptr<control::CoreRunner>> cr;
-  cr.push_back(std::make_unique<control::CoreRunnerOf<ClientLoop>>(client->core(0), *client_svc));
-  ASSERT_TRUE(client->launch_cores(std::move(cr), &err)) << err;
-
-  const std::uint16_t port = server->listen(rxe_addr(), 0, &err);
+// Listens on addr, any port, into port.
+void listen_on(Engine& server, const std::string& addr, std::uint16_t& port) {
+  std::string err;
+  port = server.listen(addr, 0, &err);
   ASSERT_NE(port, 0) << err;
+}
+
+dataplane::EchoClientConfig echo_load(std::uint64_t messages_per_conn, std::uint32_t max_payload,
+                                      std::uint32_t window) {
+  dataplane::EchoClientConfig c;
+  c.messages_per_conn = messages_per_conn;
+  c.max_payload = max_payload;
+  c.window = window;
+  return c;
+}
+
+// The orderly client-first shutdown: the client begins to shut down and both engines are polled until both
+// have drained (the server sees the disconnect). Whether they drained in time.
+bool drain_client_first(Engine& server, Engine& client, std::chrono::milliseconds timeout) {
+  client.begin_shutdown_st();
+  return poll_both(
+      server, client, [&] { return client.drained_st() && server.drained_st(); }, timeout);
+}
+
+// Begins engine's shutdown and stops its cores.
+void shut_down(Engine& engine) {
+  engine.begin_shutdown_st();
+  engine.stop_cores_st();
+}
+
+// After drain_client_first: the client's cores stop, then the server shuts down.
+void stop_client_then_server(Engine& server, Engine& client) {
+  client.stop_cores_st();
+  shut_down(server);
+}
+
+// A server engine with an echo service per core and a client engine with an echo client per core (sharing
+// one results), launched, the server listening. Members are destroyed services first, then the client
+// engine, then the server engine.
+struct EchoPair {
+  std::unique_ptr<Engine> server;
+  std::unique_ptr<Engine> client;
+  std::vector<std::unique_ptr<dataplane::EchoService>> echo;  // one per server core
+  dataplane::EchoClientResults results;
+  std::vector<std::unique_ptr<dataplane::EchoClientService>> client_svc;  // one per client core
+  std::uint16_t port = 0;
+
+  void start(const EngineConfig& scfg, const EngineConfig& ccfg, const dataplane::EchoClientConfig& load,
+             const std::string& addr = rxe_addr()) {
+    ASSERT_NO_FATAL_FAILURE(create_engine(scfg, server));
+    ASSERT_NO_FATAL_FAILURE(create_engine(ccfg, client));
+    std::string err;
+    std::vector<std::unique_ptr<control::CoreRunner>> sr, cr;
+    for (std::size_t i = 0; i < scfg.cores.size(); ++i) {
+      echo.push_back(std::make_unique<dataplane::EchoService>());
+      sr.push_back(std::make_unique<control::CoreRunnerOf<ServerLoop>>(server->core(i), *echo.back()));
+    }
+    for (std::size_t i = 0; i < ccfg.cores.size(); ++i) {
+      client_svc.push_back(std::make_unique<dataplane::EchoClientService>(load, results));
+      cr.push_back(std::make_unique<control::CoreRunnerOf<ClientLoop>>(client->core(i), *client_svc.back()));
+    }
+    ASSERT_TRUE(server->launch_cores(std::move(sr), &err)) << err;
+    ASSERT_TRUE(client->launch_cores(std::move(cr), &err)) << err;
+    ASSERT_NO_FATAL_FAILURE(listen_on(*server, addr, port));
+  }
+  bool poll(auto pred, std::chrono::milliseconds timeout) {
+    return poll_both(*server, *client, pred, timeout);
+  }
+};
+
+TEST(EngineEcho, TenThousandMessagesZeroToInlineMaxEveryByteVerified) {
+  EchoPair p;
+  ASSERT_NO_FATAL_FAILURE(p.start(engine_config("server", true, g_server_lcore),
+                                  engine_config("client", false, g_client_lcore),
+                                  echo_load(10000, kInlineMax, 8)));
+  Engine* const server = p.server.get();
+  Engine* const client = p.client.get();
+  const auto& results = p.results;
+
+  std::string err;
   const auto t0 = Clock::now();
-  const std::uint64_t cid = client->connect(rxe_addr(), port, &err);
+  const std::uint64_t cid = client->connect(rxe_addr(), p.port, &err);
   ASSERT_NE(cid, 0u) << err;
 
-  const bool done = poll_both(*server, *client, [&] { return results.connections_done.load() == 1; },
-                              std::chrono::seconds(90));
+  const bool done = p.poll([&] { return results.connections_done.load() == 1; }, std::chrono::seconds(90));
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   control::Connection* cc = client->find(cid);
   ASSERT_NE(cc, nullptr);
-  std::printf("engine_echo: %llu messages verified in %.2f s (payload 0..%u bytes, max_inline %u, qp 0x%x, "
-              "negotiated depth %u, message size %u)\n",
-              static_cast<unsigned long long>(results.verified.load()), secs, kInlineMax,
-              cc->max_inline(), cc->qp_num(), cc->session().params.queue_depth, cc->session().params.max_message_size);
+  std::printf(
+      "engine_echo: %llu messages verified in %.2f s (payload 0..%u bytes, max_inline %u, qp 0x%x, "
+      "negotiated depth %u, message size %u)\n",
+      static_cast<unsigned long long>(results.verified.load()), secs, kInlineMax, cc->max_inline(),
+      cc->qp_num(), cc->session().params.queue_depth, cc->session().params.max_message_size);
   ASSERT_TRUE(done) << "echo did not finish: verified " << results.verified.load() << ", client state "
                     << control::to_string(cc->lifecycle().state());
   EXPECT_EQ(results.verified.load(), 10000u);
@@ -140,9 +221,7 @@ TEST(EngineEcho, TenThousandMessagesZeroToInlineMaxEveryByteVerified) {
   EXPECT_EQ(server->counters().remote_cores, 0u) << "rxe has no PCI parent: every cpu is local (hwloc)";
 
   // Orderly teardown: the client shuts down, the server sees the disconnect, both drain their cores.
-  client->begin_shutdown_st();
-  EXPECT_TRUE(poll_both(*server, *client, [&] { return client->drained_st() && server->drained_st(); },
-                        std::chrono::seconds(30)))
+  EXPECT_TRUE(drain_client_first(*server, *client, std::chrono::seconds(30)))
       << "client conns " << client->connection_count() << ", server conns " << server->connection_count();
   server->begin_shutdown_st();
   client->stop_cores_st();
@@ -152,18 +231,19 @@ TEST(EngineEcho, TenThousandMessagesZeroToInlineMaxEveryByteVerified) {
   const dataplane::CoreCounters& cc0 = client->core(0).counters;
   const auto req = static_cast<std::size_t>(protocol::MessageType::kInlineRequest);
   const auto rsp = static_cast<std::size_t>(protocol::MessageType::kInlineResponse);
-  std::printf("engine_echo: server rx requests %llu tx responses %llu noops %llu inline sends %llu doorbells "
-              "send %llu recv %llu polls %llu idle %llu early rx %llu closed %llu\n",
-              static_cast<unsigned long long>(sc.msgs_rx[req]), static_cast<unsigned long long>(sc.msgs_tx[rsp]),
-              static_cast<unsigned long long>(sc.noops), static_cast<unsigned long long>(sc.inline_sends),
-              static_cast<unsigned long long>(sc.doorbells_send), static_cast<unsigned long long>(sc.doorbells_recv),
-              static_cast<unsigned long long>(sc.polls), static_cast<unsigned long long>(sc.idle_polls),
-              static_cast<unsigned long long>(sc.early_rx), static_cast<unsigned long long>(sc.closed));
+  std::printf(
+      "engine_echo: server rx requests %llu tx responses %llu noops %llu inline sends %llu doorbells "
+      "send %llu recv %llu polls %llu idle %llu early rx %llu closed %llu\n",
+      static_cast<unsigned long long>(sc.msgs_rx[req]), static_cast<unsigned long long>(sc.msgs_tx[rsp]),
+      static_cast<unsigned long long>(sc.noops), static_cast<unsigned long long>(sc.inline_sends),
+      static_cast<unsigned long long>(sc.doorbells_send), static_cast<unsigned long long>(sc.doorbells_recv),
+      static_cast<unsigned long long>(sc.polls), static_cast<unsigned long long>(sc.idle_polls),
+      static_cast<unsigned long long>(sc.early_rx), static_cast<unsigned long long>(sc.closed));
   EXPECT_EQ(sc.msgs_rx[req], 10000u);
   EXPECT_EQ(sc.msgs_tx[rsp], 10000u);
   EXPECT_EQ(cc0.msgs_rx[rsp], 10000u);
-  EXPECT_EQ(echo.send_failures, 0u);
-  EXPECT_EQ(client_svc->send_failures(), 0u);
+  EXPECT_EQ(p.echo[0]->send_failures, 0u);
+  EXPECT_EQ(p.client_svc[0]->send_failures(), 0u);
   EXPECT_EQ(sc.closed, 1u);
   EXPECT_EQ(cc0.closed, 1u);
   for (std::size_t i = 0; i < dataplane::kCoreErrorCount; ++i) {
@@ -173,35 +253,31 @@ TEST(EngineEcho, TenThousandMessagesZeroToInlineMaxEveryByteVerified) {
   EXPECT_GT(sc.inline_sends, 0u);
 }
 
-
 // ---- negotiation: version mismatch and queue-depth clamping ----------------------------------------------
 
 TEST(EngineHandshake, VersionMismatchRejectedIncompatibleAndLargerDepthClamped) {
   std::string err;
-  auto server = Engine::create(engine_config("server", true, g_server_lcore), &err);
-  ASSERT_TRUE(server) << err;
+  std::unique_ptr<Engine> server;
+  ASSERT_NO_FATAL_FAILURE(create_engine(engine_config("server", true, g_server_lcore), server));
   // A client of another major version.
   EngineConfig bad_cfg = engine_config("v2client", false, g_client_lcore);
   bad_cfg.local.major = 2;
-  auto bad = Engine::create(bad_cfg, &err);
-  ASSERT_TRUE(bad) << err;
+  std::unique_ptr<Engine> bad;
+  ASSERT_NO_FATAL_FAILURE(create_engine(bad_cfg, bad));
   dataplane::EchoClientResults bad_results;
   auto bad_svc = std::make_unique<dataplane::EchoClientService>(dataplane::EchoClientConfig{}, bad_results);
-  std::vector<std::unique_ptr<control::CoreRunner>> br;
-  br.push_back(std::make_unique<control::CoreRunnerOf<ClientLoop>>(bad->core(0), *bad_svc));
-  ASSERT_TRUE(bad->launch_cores(std::move(br), &err)) << err;
+  ASSERT_NO_FATAL_FAILURE(launch<ClientLoop>(*bad, *bad_svc));
   dataplane::EchoService echo;
-  std::vector<std::unique_ptr<control::CoreRunner>> sr;
-  sr.push_back(std::make_unique<control::CoreRunnerOf<ServerLoop>>(server->core(0), echo));
-  ASSERT_TRUE(server->launch_cores(std::move(sr), &err)) << err;
-  const std::uint16_t port = server->listen(rxe_addr(), 0, &err);
-  ASSERT_NE(port, 0) << err;
+  ASSERT_NO_FATAL_FAILURE(launch<ServerLoop>(*server, echo));
+  std::uint16_t port = 0;
+  ASSERT_NO_FATAL_FAILURE(listen_on(*server, rxe_addr(), port));
 
   const auto incompatible = static_cast<std::size_t>(protocol::RejectReason::kIncompatibleVersion);
   ASSERT_NE(bad->connect(rxe_addr(), port, &err), 0u) << err;
-  EXPECT_TRUE(poll_both(*server, *bad, [&] { return bad->counters().rejects_received[incompatible] == 1 &&
-                                                    bad->connection_count() == 0; },
-                        std::chrono::seconds(20)));
+  EXPECT_TRUE(poll_both(
+      *server, *bad,
+      [&] { return bad->counters().rejects_received[incompatible] == 1 && bad->connection_count() == 0; },
+      std::chrono::seconds(20)));
   EXPECT_EQ(server->counters().rejects_sent[incompatible], 1u);
   EXPECT_EQ(bad->counters().rejects_received[incompatible], 1u);
   EXPECT_EQ(bad->counters().reconnects, 0u) << "an incompatible version never retries";
@@ -217,21 +293,15 @@ TEST(EngineHandshake, VersionMismatchRejectedIncompatibleAndLargerDepthClamped) 
   deep_cfg.cores[0].rx_per_conn = 64;
   deep_cfg.cores[0].tx_per_conn = 160;
   deep_cfg.local.params.queue_depth = 64;
-  auto client = Engine::create(deep_cfg, &err);
-  ASSERT_TRUE(client) << err;
+  std::unique_ptr<Engine> client;
+  ASSERT_NO_FATAL_FAILURE(create_engine(deep_cfg, client));
   dataplane::EchoClientResults results;
-  dataplane::EchoClientConfig ccfg;
-  ccfg.messages_per_conn = 1000;
-  ccfg.max_payload = kInlineMax;
-  ccfg.window = 24;
-  auto client_svc = std::make_unique<dataplane::EchoClientService>(ccfg, results);
-  std::vector<std::unique_ptr<control::CoreRunner>> cr;
-  cr.push_back(std::make_unique<control::CoreRunnerOf<ClientLoop>>(client->core(0), *client_svc));
-  ASSERT_TRUE(client->launch_cores(std::move(cr), &err)) << err;
+  auto client_svc = std::make_unique<dataplane::EchoClientService>(echo_load(1000, kInlineMax, 24), results);
+  ASSERT_NO_FATAL_FAILURE(launch<ClientLoop>(*client, *client_svc));
   const std::uint64_t cid = client->connect(rxe_addr(), port, &err);
   ASSERT_NE(cid, 0u) << err;
-  EXPECT_TRUE(poll_both(*server, *client, [&] { return results.connections_done.load() == 1; },
-                        std::chrono::seconds(60)));
+  EXPECT_TRUE(poll_both(
+      *server, *client, [&] { return results.connections_done.load() == 1; }, std::chrono::seconds(60)));
   control::Connection* c = client->find(cid);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->session().params.queue_depth, 32u);
@@ -239,14 +309,10 @@ TEST(EngineHandshake, VersionMismatchRejectedIncompatibleAndLargerDepthClamped) 
   EXPECT_EQ(server->connections()[0]->session().params.queue_depth, 32u);
   EXPECT_EQ(results.verified.load(), 1000u);
   EXPECT_EQ(results.mismatches.load(), 0u);
-  std::printf("engine_handshake: asked depth 64, got %u; %llu echoes verified\n", c->session().params.queue_depth,
-              static_cast<unsigned long long>(results.verified.load()));
-  client->begin_shutdown_st();
-  EXPECT_TRUE(poll_both(*server, *client, [&] { return client->drained_st() && server->drained_st(); },
-                        std::chrono::seconds(30)));
-  client->stop_cores_st();
-  server->begin_shutdown_st();
-  server->stop_cores_st();
+  std::printf("engine_handshake: asked depth 64, got %u; %llu echoes verified\n",
+              c->session().params.queue_depth, static_cast<unsigned long long>(results.verified.load()));
+  EXPECT_TRUE(drain_client_first(*server, *client, std::chrono::seconds(30)));
+  stop_client_then_server(*server, *client);
 }
 
 // ---- a mismatch reject makes the active side retry once with the peer's parameters ---------------------
@@ -260,24 +326,19 @@ void retry_with_peer_params(Engine& server, std::uint16_t port, std::uint16_t de
   EngineConfig ccfg_e = engine_config("retryclient", false, g_client_lcore);
   ccfg_e.local.params.queue_depth = depth;
   ccfg_e.local.params.max_fragments = frags;
-  auto client = Engine::create(ccfg_e, &err);
-  ASSERT_TRUE(client) << err;
+  std::unique_ptr<Engine> client;
+  ASSERT_NO_FATAL_FAILURE(create_engine(ccfg_e, client));
   dataplane::EchoClientResults results;
-  dataplane::EchoClientConfig ccfg;
-  ccfg.messages_per_conn = 500;
-  ccfg.max_payload = 200;
-  ccfg.window = 4;
-  auto client_svc = std::make_unique<dataplane::EchoClientService>(ccfg, results);
-  std::vector<std::unique_ptr<control::CoreRunner>> cr;
-  cr.push_back(std::make_unique<control::CoreRunnerOf<ClientLoop>>(client->core(0), *client_svc));
-  ASSERT_TRUE(client->launch_cores(std::move(cr), &err)) << err;
+  auto client_svc = std::make_unique<dataplane::EchoClientService>(echo_load(500, 200, 4), results);
+  ASSERT_NO_FATAL_FAILURE(launch<ClientLoop>(*client, *client_svc));
   const auto reason = static_cast<std::size_t>(want_reason);
   const std::uint64_t sent_before = server.counters().rejects_sent[reason];
   const std::uint64_t cid = client->connect(rxe_addr(), port, &err);
   ASSERT_NE(cid, 0u) << err;
-  EXPECT_TRUE(poll_both(server, *client, [&] { return results.connections_done.load() == 1; },
-                        std::chrono::seconds(60)))
-      << "verified " << results.verified.load() << ", rejects received " << client->counters().rejects_received[reason];
+  EXPECT_TRUE(poll_both(
+      server, *client, [&] { return results.connections_done.load() == 1; }, std::chrono::seconds(60)))
+      << "verified " << results.verified.load() << ", rejects received "
+      << client->counters().rejects_received[reason];
   control::Connection* c = client->find(cid);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(client->counters().rejects_received[reason], 1u);
@@ -288,30 +349,27 @@ void retry_with_peer_params(Engine& server, std::uint16_t port, std::uint16_t de
   EXPECT_GE(c->session().params.max_fragments, 8u);
   EXPECT_EQ(results.verified.load(), 500u);
   EXPECT_EQ(results.mismatches.load(), 0u);
-  std::printf("engine_handshake: offered depth %u fragments %u, rejected \"%s\", retried with the peer's parameters: "
-              "depth %u fragments %u; %llu echoes verified\n",
-              depth, frags, std::string(protocol::to_string(want_reason)).c_str(), c->session().params.queue_depth,
-              c->session().params.max_fragments, static_cast<unsigned long long>(results.verified.load()));
-  client->begin_shutdown_st();
-  EXPECT_TRUE(poll_both(server, *client, [&] { return client->drained_st() && server.drained_st(); },
-                        std::chrono::seconds(30)));
+  std::printf(
+      "engine_handshake: offered depth %u fragments %u, rejected \"%s\", retried with the peer's parameters: "
+      "depth %u fragments %u; %llu echoes verified\n",
+      depth, frags, std::string(protocol::to_string(want_reason)).c_str(), c->session().params.queue_depth,
+      c->session().params.max_fragments, static_cast<unsigned long long>(results.verified.load()));
+  EXPECT_TRUE(drain_client_first(server, *client, std::chrono::seconds(30)));
   client->stop_cores_st();
 }
 
 TEST(EngineHandshake, MismatchRejectRetriedOnceWithThePeersParameters) {
-  std::string err;
   EngineConfig scfg = engine_config("server", true, g_server_lcore);
   scfg.local.min_queue_depth = 32;
   scfg.local.min_fragments = 8;
-  auto server = Engine::create(scfg, &err);
-  ASSERT_TRUE(server) << err;
+  std::unique_ptr<Engine> server;
+  ASSERT_NO_FATAL_FAILURE(create_engine(scfg, server));
   dataplane::EchoService echo;
-  std::vector<std::unique_ptr<control::CoreRunner>> sr;
-  sr.push_back(std::make_unique<control::CoreRunnerOf<ServerLoop>>(server->core(0), echo));
-  ASSERT_TRUE(server->launch_cores(std::move(sr), &err)) << err;
-  const std::uint16_t port = server->listen(rxe_addr(), 0, &err);
-  ASSERT_NE(port, 0) << err;
-  retry_with_peer_params(*server, port, 8, protocol::kMaxFragments, protocol::RejectReason::kQueueSizeMismatch);
+  ASSERT_NO_FATAL_FAILURE(launch<ServerLoop>(*server, echo));
+  std::uint16_t port = 0;
+  ASSERT_NO_FATAL_FAILURE(listen_on(*server, rxe_addr(), port));
+  retry_with_peer_params(*server, port, 8, protocol::kMaxFragments,
+                         protocol::RejectReason::kQueueSizeMismatch);
   retry_with_peer_params(*server, port, 32, 2, protocol::RejectReason::kFragmentsMismatch);
   server->begin_shutdown_st();
   EXPECT_TRUE(server->poll_until_st([&] { return server->drained_st(); }, std::chrono::seconds(10)));
@@ -326,43 +384,27 @@ TEST(EngineScale, SixtyFourConnectionsBalancedOverTwoServerCores) {
   scfg.cores.push_back(core_config(g_server_lcore2));
   EngineConfig ccfg_e = engine_config("client", false, g_client_lcore);
   ccfg_e.cores.push_back(core_config(g_client_lcore2));
-  auto server = Engine::create(scfg, &err);
-  ASSERT_TRUE(server) << err;
-  auto client = Engine::create(ccfg_e, &err);
-  ASSERT_TRUE(client) << err;
-  dataplane::EchoService echo0, echo1;
-  dataplane::EchoClientResults results;
-  dataplane::EchoClientConfig ccfg;
-  ccfg.messages_per_conn = 200;
-  ccfg.max_payload = 256;
-  ccfg.window = 4;
-  auto svc0 = std::make_unique<dataplane::EchoClientService>(ccfg, results);
-  auto svc1 = std::make_unique<dataplane::EchoClientService>(ccfg, results);
-  std::vector<std::unique_ptr<control::CoreRunner>> sr;
-  sr.push_back(std::make_unique<control::CoreRunnerOf<ServerLoop>>(server->core(0), echo0));
-  sr.push_back(std::make_unique<control::CoreRunnerOf<ServerLoop>>(server->core(1), echo1));
-  ASSERT_TRUE(server->launch_cores(std::move(sr), &err)) << err;
-  std::vector<std::unique_ptr<control::CoreRunner>> cr;
-  cr.push_back(std::make_unique<control::CoreRunnerOf<ClientLoop>>(client->core(0), *svc0));
-  cr.push_back(std::make_unique<control::CoreRunnerOf<ClientLoop>>(client->core(1), *svc1));
-  ASSERT_TRUE(client->launch_cores(std::move(cr), &err)) << err;
-  const std::uint16_t port = server->listen(rxe_addr(), 0, &err);
-  ASSERT_NE(port, 0) << err;
+  EchoPair p;
+  ASSERT_NO_FATAL_FAILURE(p.start(scfg, ccfg_e, echo_load(200, 256, 4)));
+  Engine* const server = p.server.get();
+  Engine* const client = p.client.get();
+  const auto& results = p.results;
 
   constexpr unsigned kConns = 64;
   const auto t0 = Clock::now();
-  for (unsigned i = 0; i < kConns; ++i) ASSERT_NE(client->connect(rxe_addr(), port, &err), 0u) << err;
-  const bool done = poll_both(*server, *client, [&] { return results.connections_done.load() == kConns; },
-                              std::chrono::seconds(120));
+  for (unsigned i = 0; i < kConns; ++i) ASSERT_NE(client->connect(rxe_addr(), p.port, &err), 0u) << err;
+  const bool done =
+      p.poll([&] { return results.connections_done.load() == kConns; }, std::chrono::seconds(120));
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::printf("engine_scale: %llu/%u connections done, %llu echoes verified in %.2f s; server cores adopted "
-              "%llu + %llu, client cores %llu + %llu\n",
-              static_cast<unsigned long long>(results.connections_done.load()), kConns,
-              static_cast<unsigned long long>(results.verified.load()), secs,
-              static_cast<unsigned long long>(server->core(0).counters.adopted),
-              static_cast<unsigned long long>(server->core(1).counters.adopted),
-              static_cast<unsigned long long>(client->core(0).counters.adopted),
-              static_cast<unsigned long long>(client->core(1).counters.adopted));
+  std::printf(
+      "engine_scale: %llu/%u connections done, %llu echoes verified in %.2f s; server cores adopted "
+      "%llu + %llu, client cores %llu + %llu\n",
+      static_cast<unsigned long long>(results.connections_done.load()), kConns,
+      static_cast<unsigned long long>(results.verified.load()), secs,
+      static_cast<unsigned long long>(server->core(0).counters.adopted),
+      static_cast<unsigned long long>(server->core(1).counters.adopted),
+      static_cast<unsigned long long>(client->core(0).counters.adopted),
+      static_cast<unsigned long long>(client->core(1).counters.adopted));
   EXPECT_TRUE(done);
   EXPECT_EQ(results.verified.load(), kConns * 200u);
   EXPECT_EQ(results.mismatches.load(), 0u);
@@ -373,14 +415,10 @@ TEST(EngineScale, SixtyFourConnectionsBalancedOverTwoServerCores) {
   EXPECT_EQ(server->core(0).load(), kConns / 2);
   EXPECT_EQ(server->core(1).load(), kConns / 2);
 
-  client->begin_shutdown_st();
-  EXPECT_TRUE(poll_both(*server, *client, [&] { return client->drained_st() && server->drained_st(); },
-                        std::chrono::seconds(60)))
+  EXPECT_TRUE(drain_client_first(*server, *client, std::chrono::seconds(60)))
       << "client conns " << client->connection_count() << ", server conns " << server->connection_count();
   EXPECT_EQ(server->core(0).load() + server->core(1).load(), 0u);
-  client->stop_cores_st();
-  server->begin_shutdown_st();
-  server->stop_cores_st();
+  stop_client_then_server(*server, *client);
 }
 
 // ---- misbehaving peers: credit overrun and a corrupted header ---------------------------------------------
@@ -390,7 +428,36 @@ TEST(EngineScale, SixtyFourConnectionsBalancedOverTwoServerCores) {
 // server's credit machine answers returned_too_many). A plain burst beyond the credits is not used: rxe
 // flow-controls it with RNR retries while the echo server returns credits on every answer, so from the
 // server's side it is indistinguishable from a legal sender.
-struct FaultService {
+// The service hooks a raw injector ignores: it only acts when a connection is adopted.
+struct IgnoresTraffic {
+  template <typename Api>
+  void on_request_st(Api&, dataplane::CoreConn&, const protocol::Message&) noexcept {}
+  template <typename Api>
+  void on_response_st(Api&, dataplane::CoreConn&, const protocol::Message&) noexcept {}
+  template <typename Api>
+  void on_close_st(Api&, dataplane::CoreConn&) noexcept {}
+};
+
+// Connections the server closed for any credit error.
+std::uint64_t credit_failure_count(const Engine& server) {
+  const auto& f = server.counters().failures_by_status;
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i <= protocol::kCreditErrorMax; ++i) n += f[dataplane::kCreditStatusBase + i];
+  return n;
+}
+
+// The end of a three-engine test: the good client shuts down and drains with the server, then the faulty
+// client and the server shut down.
+void drain_good_then_stop_all(Engine& server, Engine& good, Engine& evil) {
+  good.begin_shutdown_st();
+  EXPECT_TRUE(poll_all([&] { return good.drained_st() && server.drained_st(); }, std::chrono::seconds(30),
+                       server, good, evil));
+  good.stop_cores_st();
+  shut_down(evil);
+  shut_down(server);
+}
+
+struct FaultService : IgnoresTraffic {
   unsigned adopted = 0;
   std::uint64_t injected = 0;
   template <typename Api>
@@ -407,51 +474,28 @@ struct FaultService {
     if (corrupt) buf[0] ^= 0xff;  // magic
     if (api.inject_raw_st(c, std::span<const std::uint8_t>(buf, enc.size))) ++injected;
   }
-  template <typename Api>
-  void on_request_st(Api&, dataplane::CoreConn&, const protocol::Message&) noexcept {}
-  template <typename Api>
-  void on_response_st(Api&, dataplane::CoreConn&, const protocol::Message&) noexcept {}
-  template <typename Api>
-  void on_close_st(Api&, dataplane::CoreConn&) noexcept {}
 };
 using FaultLoop = CoreLoop<VerbsBackend, FaultService>;
 
 TEST(EngineFaults, CreditOverrunAndCorruptHeaderDisconnectedCountedServerKeepsServing) {
   std::string err;
-  auto server = Engine::create(engine_config("server", true, g_server_lcore), &err);
-  ASSERT_TRUE(server) << err;
-  auto good = Engine::create(engine_config("good", false, g_client_lcore), &err);
-  ASSERT_TRUE(good) << err;
-  auto evil = Engine::create(engine_config("faulty", false, g_server_lcore2), &err);
-  ASSERT_TRUE(evil) << err;
+  std::unique_ptr<Engine> server, good, evil;
+  ASSERT_NO_FATAL_FAILURE(create_engine(engine_config("server", true, g_server_lcore), server));
+  ASSERT_NO_FATAL_FAILURE(create_engine(engine_config("good", false, g_client_lcore), good));
+  ASSERT_NO_FATAL_FAILURE(create_engine(engine_config("faulty", false, g_server_lcore2), evil));
   dataplane::EchoService echo;
   dataplane::EchoClientResults results;
-  dataplane::EchoClientConfig ccfg;
-  ccfg.messages_per_conn = 3000;
-  ccfg.max_payload = kInlineMax;
-  ccfg.window = 8;
-  auto good_svc = std::make_unique<dataplane::EchoClientService>(ccfg, results);
+  auto good_svc = std::make_unique<dataplane::EchoClientService>(echo_load(3000, kInlineMax, 8), results);
   FaultService fault;
-  std::vector<std::unique_ptr<control::CoreRunner>> r1, r2, r3;
-  r1.push_back(std::make_unique<control::CoreRunnerOf<ServerLoop>>(server->core(0), echo));
-  ASSERT_TRUE(server->launch_cores(std::move(r1), &err)) << err;
-  r2.push_back(std::make_unique<control::CoreRunnerOf<ClientLoop>>(good->core(0), *good_svc));
-  ASSERT_TRUE(good->launch_cores(std::move(r2), &err)) << err;
-  r3.push_back(std::make_unique<control::CoreRunnerOf<FaultLoop>>(evil->core(0), fault));
-  ASSERT_TRUE(evil->launch_cores(std::move(r3), &err)) << err;
-  const std::uint16_t port = server->listen(rxe_addr(), 0, &err);
-  ASSERT_NE(port, 0) << err;
+  ASSERT_NO_FATAL_FAILURE(launch<ServerLoop>(*server, echo));
+  ASSERT_NO_FATAL_FAILURE(launch<ClientLoop>(*good, *good_svc));
+  ASSERT_NO_FATAL_FAILURE(launch<FaultLoop>(*evil, fault));
+  std::uint16_t port = 0;
+  ASSERT_NO_FATAL_FAILURE(listen_on(*server, rxe_addr(), port));
 
   ASSERT_NE(good->connect(rxe_addr(), port, &err), 0u) << err;
   auto poll3 = [&](auto pred, std::chrono::milliseconds t) {
-    const auto deadline = Clock::now() + t;
-    while (!pred()) {
-      if (Clock::now() >= deadline) return false;
-      server->poll_st(1);
-      good->poll_st(1);
-      evil->poll_st(1);
-    }
-    return true;
+    return poll_all(pred, t, *server, *good, *evil);
   };
   // One faulty connection at a time, so which fault each one carries is deterministic.
   ASSERT_NE(evil->connect(rxe_addr(), port, &err, /*reconnect=*/false), 0u) << err;
@@ -464,16 +508,16 @@ TEST(EngineFaults, CreditOverrunAndCorruptHeaderDisconnectedCountedServerKeepsSe
 
   const auto& f = server->counters().failures_by_status;
   const auto bad_magic = static_cast<std::size_t>(protocol::WireError::kBadMagic);
-  std::uint64_t credit_failures = 0;
-  for (std::size_t i = 0; i <= protocol::kCreditErrorMax; ++i) credit_failures += f[dataplane::kCreditStatusBase + i];
+  const std::uint64_t credit_failures = credit_failure_count(*server);
   const auto& sc = server->core(0).counters;
-  std::printf("engine_faults: injected %llu raw messages; server closed %llu bad magic, %llu credit "
-              "violations (returned too many %llu); good client verified %llu\n",
-              static_cast<unsigned long long>(fault.injected), static_cast<unsigned long long>(f[bad_magic]),
-              static_cast<unsigned long long>(credit_failures),
-              static_cast<unsigned long long>(
-                  sc.credit_errors[static_cast<std::size_t>(protocol::CreditError::kReturnedTooMany)]),
-              static_cast<unsigned long long>(results.verified.load()));
+  std::printf(
+      "engine_faults: injected %llu raw messages; server closed %llu bad magic, %llu credit "
+      "violations (returned too many %llu); good client verified %llu\n",
+      static_cast<unsigned long long>(fault.injected), static_cast<unsigned long long>(f[bad_magic]),
+      static_cast<unsigned long long>(credit_failures),
+      static_cast<unsigned long long>(
+          sc.credit_errors[static_cast<std::size_t>(protocol::CreditError::kReturnedTooMany)]),
+      static_cast<unsigned long long>(results.verified.load()));
   EXPECT_EQ(f[bad_magic], 1u);
   EXPECT_EQ(sc.wire_errors[bad_magic], 1u);
   EXPECT_EQ(credit_failures, 1u);
@@ -482,13 +526,7 @@ TEST(EngineFaults, CreditOverrunAndCorruptHeaderDisconnectedCountedServerKeepsSe
   EXPECT_EQ(results.mismatches.load(), 0u);
   EXPECT_EQ(server->connection_count(), 1u) << "only the good connection remains";
 
-  good->begin_shutdown_st();
-  EXPECT_TRUE(poll3([&] { return good->drained_st() && server->drained_st(); }, std::chrono::seconds(30)));
-  good->stop_cores_st();
-  evil->begin_shutdown_st();
-  evil->stop_cores_st();
-  server->begin_shutdown_st();
-  server->stop_cores_st();
+  drain_good_then_stop_all(*server, *good, *evil);
 }
 
 // ---- a real burst beyond the granted credits ------------------------------------------------------------
@@ -526,7 +564,7 @@ struct StallingEchoService : dataplane::EchoService {
 };
 using StallingLoop = CoreLoop<VerbsBackend, StallingEchoService>;
 
-struct BurstService {
+struct BurstService : IgnoresTraffic {
   static constexpr std::uint64_t kLeadMs = 300;
   std::uint32_t extra = 16;
   std::uint64_t injected = 0;
@@ -548,12 +586,6 @@ struct BurstService {
       ++injected;
     }
   }
-  template <typename Api>
-  void on_request_st(Api&, dataplane::CoreConn&, const protocol::Message&) noexcept {}
-  template <typename Api>
-  void on_response_st(Api&, dataplane::CoreConn&, const protocol::Message&) noexcept {}
-  template <typename Api>
-  void on_close_st(Api&, dataplane::CoreConn&) noexcept {}
 };
 using BurstLoop = CoreLoop<VerbsBackend, BurstService>;
 
@@ -561,44 +593,31 @@ TEST(EngineFaults, RealBurstBeyondCreditsAgainstAStalledServerClosedCountedOther
   std::string err;
   EngineConfig scfg = engine_config("server", true, g_server_lcore);
   scfg.cores[0].poll_burst = 64;
-  auto server = Engine::create(scfg, &err);
-  ASSERT_TRUE(server) << err;
-  auto evil = Engine::create(engine_config("burst", false, g_client_lcore), &err);
-  ASSERT_TRUE(evil) << err;
-  auto good = Engine::create(engine_config("good", false, g_server_lcore2), &err);
-  ASSERT_TRUE(good) << err;
+  std::unique_ptr<Engine> server, evil, good;
+  ASSERT_NO_FATAL_FAILURE(create_engine(scfg, server));
+  ASSERT_NO_FATAL_FAILURE(create_engine(engine_config("burst", false, g_client_lcore), evil));
+  ASSERT_NO_FATAL_FAILURE(create_engine(engine_config("good", false, g_server_lcore2), good));
   StallingEchoService svc;
   BurstService burst;
   dataplane::EchoClientResults results;
-  dataplane::EchoClientConfig ccfg;
-  ccfg.messages_per_conn = 1000;
-  ccfg.max_payload = 256;
-  ccfg.window = 8;
-  auto good_svc = std::make_unique<dataplane::EchoClientService>(ccfg, results);
-  std::vector<std::unique_ptr<control::CoreRunner>> r1, r2, r3;
-  r1.push_back(std::make_unique<control::CoreRunnerOf<StallingLoop>>(server->core(0), svc));
-  ASSERT_TRUE(server->launch_cores(std::move(r1), &err)) << err;
-  r2.push_back(std::make_unique<control::CoreRunnerOf<BurstLoop>>(evil->core(0), burst));
-  ASSERT_TRUE(evil->launch_cores(std::move(r2), &err)) << err;
-  r3.push_back(std::make_unique<control::CoreRunnerOf<ClientLoop>>(good->core(0), *good_svc));
-  ASSERT_TRUE(good->launch_cores(std::move(r3), &err)) << err;
-  const std::uint16_t port = server->listen(rxe_addr(), 0, &err);
-  ASSERT_NE(port, 0) << err;
+  auto good_svc = std::make_unique<dataplane::EchoClientService>(echo_load(1000, 256, 8), results);
+  ASSERT_NO_FATAL_FAILURE(launch<StallingLoop>(*server, svc));
+  ASSERT_NO_FATAL_FAILURE(launch<BurstLoop>(*evil, burst));
+  ASSERT_NO_FATAL_FAILURE(launch<ClientLoop>(*good, *good_svc));
+  std::uint16_t port = 0;
+  ASSERT_NO_FATAL_FAILURE(listen_on(*server, rxe_addr(), port));
   auto poll3 = [&](auto pred, std::chrono::milliseconds t) {
-    const auto deadline = Clock::now() + t;
-    while (!pred()) {
-      if (Clock::now() >= deadline) return false;
-      server->poll_st(1);
-      good->poll_st(1);
-      evil->poll_st(1);
-    }
-    return true;
+    return poll_all(pred, t, *server, *good, *evil);
   };
   ASSERT_NE(evil->connect(rxe_addr(), port, &err, /*reconnect=*/false), 0u) << err;
-  EXPECT_TRUE(poll3([&] { return server->counters().core_failures >= 1 && evil->connection_count() == 0 &&
-                                 server->connection_count() == 0; },
-                    std::chrono::seconds(30)))
-      << "server failures " << server->counters().core_failures << ", server conns " << server->connection_count();
+  EXPECT_TRUE(poll3(
+      [&] {
+        return server->counters().core_failures >= 1 && evil->connection_count() == 0 &&
+               server->connection_count() == 0;
+      },
+      std::chrono::seconds(30)))
+      << "server failures " << server->counters().core_failures << ", server conns "
+      << server->connection_count();
   ASSERT_NE(good->connect(rxe_addr(), port, &err), 0u) << err;
   EXPECT_TRUE(poll3([&] { return results.connections_done.load() == 1; }, std::chrono::seconds(60)));
 
@@ -606,16 +625,16 @@ TEST(EngineFaults, RealBurstBeyondCreditsAgainstAStalledServerClosedCountedOther
   const auto& f = server->counters().failures_by_status;
   const auto overrun = static_cast<std::size_t>(protocol::CreditError::kCreditOverrun);
   const auto reserve = static_cast<std::size_t>(protocol::CreditError::kReserveViolation);
-  std::uint64_t credit_failures = 0;
-  for (std::size_t i = 0; i <= protocol::kCreditErrorMax; ++i) credit_failures += f[dataplane::kCreditStatusBase + i];
-  std::printf("engine_faults: raw burst of %llu requests (depth %u + 16, credits ignored) against a stalled sink: "
-              "server consumed %llu, then closed it for %llu credit violation(s) (reserve_violation %llu, "
-              "credit_overrun %llu); good client verified %llu\n",
-              static_cast<unsigned long long>(burst.injected), 32u, static_cast<unsigned long long>(svc.sunk),
-              static_cast<unsigned long long>(credit_failures),
-              static_cast<unsigned long long>(sc.credit_errors[reserve]),
-              static_cast<unsigned long long>(sc.credit_errors[overrun]),
-              static_cast<unsigned long long>(results.verified.load()));
+  const std::uint64_t credit_failures = credit_failure_count(*server);
+  std::printf(
+      "engine_faults: raw burst of %llu requests (depth %u + 16, credits ignored) against a stalled sink: "
+      "server consumed %llu, then closed it for %llu credit violation(s) (reserve_violation %llu, "
+      "credit_overrun %llu); good client verified %llu\n",
+      static_cast<unsigned long long>(burst.injected), 32u, static_cast<unsigned long long>(svc.sunk),
+      static_cast<unsigned long long>(credit_failures),
+      static_cast<unsigned long long>(sc.credit_errors[reserve]),
+      static_cast<unsigned long long>(sc.credit_errors[overrun]),
+      static_cast<unsigned long long>(results.verified.load()));
   EXPECT_EQ(burst.injected, 48u);
   EXPECT_EQ(credit_failures, 1u);
   EXPECT_EQ(sc.credit_errors[reserve] + sc.credit_errors[overrun], 1u);
@@ -625,13 +644,7 @@ TEST(EngineFaults, RealBurstBeyondCreditsAgainstAStalledServerClosedCountedOther
   EXPECT_EQ(results.mismatches.load(), 0u);
   EXPECT_EQ(server->connection_count(), 1u) << "only the good connection remains";
 
-  good->begin_shutdown_st();
-  EXPECT_TRUE(poll3([&] { return good->drained_st() && server->drained_st(); }, std::chrono::seconds(30)));
-  good->stop_cores_st();
-  evil->begin_shutdown_st();
-  evil->stop_cores_st();
-  server->begin_shutdown_st();
-  server->stop_cores_st();
+  drain_good_then_stop_all(*server, *good, *evil);
 }
 
 // ---- bulk echo through read and write chunks ----------------------------------------------------------
@@ -663,10 +676,12 @@ struct BulkClient {
     protocol::Chunk ch;
     ch.count = 4;
     for (std::uint16_t k = 0; k < 4; ++k) {
-      ch.fragments[k] = protocol::Fragment{reinterpret_cast<std::uintptr_t>(c.bulk) + k * (size / 4), size / 4, c.rkey};
+      ch.fragments[k] =
+          protocol::Fragment{reinterpret_cast<std::uintptr_t>(c.bulk) + k * (size / 4), size / 4, c.rkey};
     }
     c.svc.b = 0;
-    if (!api.send_st(c, protocol::MessageType::kReadChunkRequest, 2, c.svc.a * 2 + 1, {}, 0, 0, &ch)) fail(1000);
+    if (!api.send_st(c, protocol::MessageType::kReadChunkRequest, 2, c.svc.a * 2 + 1, {}, 0, 0, &ch))
+      fail(1000);
   }
   template <typename Api>
   void on_response_st(Api& api, dataplane::CoreConn& c, const protocol::Message& m) noexcept {
@@ -687,7 +702,8 @@ struct BulkClient {
       ch.fragments[1] = protocol::Fragment{base + third, third, c.rkey};
       ch.fragments[2] = protocol::Fragment{base + 2 * third, size - 2 * third, c.rkey};
       c.svc.b = 1;
-      if (!api.send_st(c, protocol::MessageType::kWriteChunkRequest, 2, c.svc.a * 2 + 2, {}, 0, 0, &ch)) fail(1001);
+      if (!api.send_st(c, protocol::MessageType::kWriteChunkRequest, 2, c.svc.a * 2 + 2, {}, 0, 0, &ch))
+        fail(1001);
       return;
     }
     if (std::memcmp(dst, c.bulk, size) != 0) {
@@ -727,32 +743,30 @@ TEST(EngineBulk, ReadAndWriteChunks4KiB64KiB1MiBMultiFragmentVerified) {
   EngineConfig ccfg = engine_config("bulkclient", false, g_client_lcore);
   ccfg.cores[0].max_conns = 4;
   ccfg.cores[0].bulk_bytes_per_conn = 2 * 1024 * 1024 + 2 * BulkClient::kGuard;
-  auto server = Engine::create(scfg, &err);
-  ASSERT_TRUE(server) << err;
-  auto client = Engine::create(ccfg, &err);
-  ASSERT_TRUE(client) << err;
+  std::unique_ptr<Engine> server, client;
+  ASSERT_NO_FATAL_FAILURE(create_engine(scfg, server));
+  ASSERT_NO_FATAL_FAILURE(create_engine(ccfg, client));
   dataplane::EchoService echo;
   BulkClient bulk;
-  std::vector<std::unique_ptr<control::CoreRunner>> sr, cr;
-  sr.push_back(std::make_unique<control::CoreRunnerOf<ServerLoop>>(server->core(0), echo));
-  ASSERT_TRUE(server->launch_cores(std::move(sr), &err)) << err;
-  cr.push_back(std::make_unique<control::CoreRunnerOf<BulkLoop>>(client->core(0), bulk));
-  ASSERT_TRUE(client->launch_cores(std::move(cr), &err)) << err;
-  const std::uint16_t port = server->listen(rxe_addr(), 0, &err);
-  ASSERT_NE(port, 0) << err;
+  ASSERT_NO_FATAL_FAILURE(launch<ServerLoop>(*server, echo));
+  ASSERT_NO_FATAL_FAILURE(launch<BulkLoop>(*client, bulk));
+  std::uint16_t port = 0;
+  ASSERT_NO_FATAL_FAILURE(listen_on(*server, rxe_addr(), port));
   const auto t0 = Clock::now();
   ASSERT_NE(client->connect(rxe_addr(), port, &err), 0u) << err;
-  const bool ok = poll_both(*server, *client, [&] { return bulk.done.load() == 1 || bulk.failed.load() != 0; },
-                            std::chrono::seconds(90));
+  const bool ok = poll_both(
+      *server, *client, [&] { return bulk.done.load() == 1 || bulk.failed.load() != 0; },
+      std::chrono::seconds(90));
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   const auto& sc = server->core(0).counters;
-  std::printf("engine_bulk: %llu bytes verified in %.2f s (4 KiB, 64 KiB, 1 MiB; read chunk 4 fragments, write "
-              "chunk 3); server read chunks %llu (%llu bytes), write chunks %llu (%llu bytes), reads queued "
-              "behind initiator depth %llu, fail status %u\n",
-              static_cast<unsigned long long>(bulk.verified_bytes.load()), secs,
-              static_cast<unsigned long long>(sc.read_chunks), static_cast<unsigned long long>(sc.read_bytes),
-              static_cast<unsigned long long>(sc.write_chunks), static_cast<unsigned long long>(sc.write_bytes),
-              static_cast<unsigned long long>(sc.rdma_reads_queued), bulk.fail_status.load());
+  std::printf(
+      "engine_bulk: %llu bytes verified in %.2f s (4 KiB, 64 KiB, 1 MiB; read chunk 4 fragments, write "
+      "chunk 3); server read chunks %llu (%llu bytes), write chunks %llu (%llu bytes), reads queued "
+      "behind initiator depth %llu, fail status %u\n",
+      static_cast<unsigned long long>(bulk.verified_bytes.load()), secs,
+      static_cast<unsigned long long>(sc.read_chunks), static_cast<unsigned long long>(sc.read_bytes),
+      static_cast<unsigned long long>(sc.write_chunks), static_cast<unsigned long long>(sc.write_bytes),
+      static_cast<unsigned long long>(sc.rdma_reads_queued), bulk.fail_status.load());
   EXPECT_TRUE(ok);
   EXPECT_EQ(bulk.failed.load(), 0);
   EXPECT_EQ(bulk.done.load(), 1);
@@ -762,12 +776,8 @@ TEST(EngineBulk, ReadAndWriteChunks4KiB64KiB1MiBMultiFragmentVerified) {
   EXPECT_EQ(echo.chunk_refusals, 0u);
   EXPECT_EQ(sc.rdma_reads_queued, 6u) << "each read chunk had 2 of its 4 READs waiting behind the depth of 2";
 
-  client->begin_shutdown_st();
-  EXPECT_TRUE(poll_both(*server, *client, [&] { return client->drained_st() && server->drained_st(); },
-                        std::chrono::seconds(30)));
-  client->stop_cores_st();
-  server->begin_shutdown_st();
-  server->stop_cores_st();
+  EXPECT_TRUE(drain_client_first(*server, *client, std::chrono::seconds(30)));
+  stop_client_then_server(*server, *client);
 }
 
 // ---- simultaneous connect: two engines connecting to each other end with one connection ----------------
@@ -778,16 +788,12 @@ TEST(EngineRace, SimultaneousConnectEndsWithOneConnection) {
   EngineConfig bcfg = engine_config("nodeB", false, g_client_lcore);
   acfg.local.incarnation = protocol::make_incarnation();
   bcfg.local.incarnation = protocol::make_incarnation();
-  auto a = Engine::create(acfg, &err);
-  ASSERT_TRUE(a) << err;
-  auto b = Engine::create(bcfg, &err);
-  ASSERT_TRUE(b) << err;
+  std::unique_ptr<Engine> a, b;
+  ASSERT_NO_FATAL_FAILURE(create_engine(acfg, a));
+  ASSERT_NO_FATAL_FAILURE(create_engine(bcfg, b));
   dataplane::EchoService ea, eb;
-  std::vector<std::unique_ptr<control::CoreRunner>> ra, rb;
-  ra.push_back(std::make_unique<control::CoreRunnerOf<ServerLoop>>(a->core(0), ea));
-  rb.push_back(std::make_unique<control::CoreRunnerOf<ServerLoop>>(b->core(0), eb));
-  ASSERT_TRUE(a->launch_cores(std::move(ra), &err)) << err;
-  ASSERT_TRUE(b->launch_cores(std::move(rb), &err)) << err;
+  ASSERT_NO_FATAL_FAILURE(launch<ServerLoop>(*a, ea));
+  ASSERT_NO_FATAL_FAILURE(launch<ServerLoop>(*b, eb));
   const std::uint16_t pa = a->listen(rxe_addr(), 0, &err);
   const std::uint16_t pb = b->listen(rxe_addr(), 0, &err);
   ASSERT_NE(pa, 0);
@@ -795,18 +801,24 @@ TEST(EngineRace, SimultaneousConnectEndsWithOneConnection) {
   ASSERT_NE(a->connect(rxe_addr(), pb, &err), 0u) << err;
   ASSERT_NE(b->connect(rxe_addr(), pa, &err), 0u) << err;
   // Settled: one connection object on each side, owned by a core, and nothing left connecting.
-  const bool settled = poll_both(*a, *b, [&] {
-    return a->connection_count() == 1 && b->connection_count() == 1 && a->owned_count() == 1 &&
-           b->owned_count() == 1;
-  }, std::chrono::seconds(30));
+  const bool settled = poll_both(
+      *a, *b,
+      [&] {
+        return a->connection_count() == 1 && b->connection_count() == 1 && a->owned_count() == 1 &&
+               b->owned_count() == 1;
+      },
+      std::chrono::seconds(30));
   // And it stays that way (no late second connection).
-  poll_both(*a, *b, [] { return false; }, std::chrono::milliseconds(500));
+  poll_both(
+      *a, *b, [] { return false; }, std::chrono::milliseconds(500));
   const auto race = static_cast<std::size_t>(protocol::RejectReason::kRace);
-  std::printf("engine_race: A (incarnation %016llx) conns %zu, B (%016llx) conns %zu; race rejects sent A %llu B %llu\n",
-              static_cast<unsigned long long>(acfg.local.incarnation), a->connection_count(),
-              static_cast<unsigned long long>(bcfg.local.incarnation), b->connection_count(),
-              static_cast<unsigned long long>(a->counters().rejects_sent[race]),
-              static_cast<unsigned long long>(b->counters().rejects_sent[race]));
+  std::printf(
+      "engine_race: A (incarnation %016llx) conns %zu, B (%016llx) conns %zu; race rejects sent A %llu B "
+      "%llu\n",
+      static_cast<unsigned long long>(acfg.local.incarnation), a->connection_count(),
+      static_cast<unsigned long long>(bcfg.local.incarnation), b->connection_count(),
+      static_cast<unsigned long long>(a->counters().rejects_sent[race]),
+      static_cast<unsigned long long>(b->counters().rejects_sent[race]));
   EXPECT_TRUE(settled);
   EXPECT_EQ(a->connection_count(), 1u);
   EXPECT_EQ(b->connection_count(), 1u);
@@ -822,12 +834,14 @@ TEST(EngineRace, SimultaneousConnectEndsWithOneConnection) {
   // Both shut down (the survivor's active side would otherwise reconnect).
   a->begin_shutdown_st();
   b->begin_shutdown_st();
-  EXPECT_TRUE(poll_both(*a, *b, [&] { return a->drained_st() && b->drained_st(); }, std::chrono::seconds(30)));
+  EXPECT_TRUE(poll_both(
+      *a, *b, [&] { return a->drained_st() && b->drained_st(); }, std::chrono::seconds(30)));
   a->stop_cores_st();
   b->stop_cores_st();
 }
 
-// ---- keepalive NOOPs on TSC deadlines, and a silent peer declared dead -------------------------------------
+// ---- keepalive NOOPs on TSC deadlines, and a silent peer declared dead
+// -------------------------------------
 
 TEST(EngineKeepalive, IdleConnectionKeptAliveThenSilentPeerDeclaredDead) {
   std::string err;
@@ -837,27 +851,19 @@ TEST(EngineKeepalive, IdleConnectionKeptAliveThenSilentPeerDeclaredDead) {
     e->cores[0].keepalive_us = 50'000;
     e->cores[0].dead_peer_us = 400'000;
   }
-  auto server = Engine::create(scfg, &err);
-  ASSERT_TRUE(server) << err;
-  auto client = Engine::create(ccfg, &err);
-  ASSERT_TRUE(client) << err;
-  dataplane::EchoService echo;
-  dataplane::EchoClientResults results;
   dataplane::EchoClientConfig idle;
   idle.messages_per_conn = 0;  // connect and stay silent but for keepalives
-  auto svc = std::make_unique<dataplane::EchoClientService>(idle, results);
-  std::vector<std::unique_ptr<control::CoreRunner>> sr, cr;
-  sr.push_back(std::make_unique<control::CoreRunnerOf<ServerLoop>>(server->core(0), echo));
-  cr.push_back(std::make_unique<control::CoreRunnerOf<ClientLoop>>(client->core(0), *svc));
-  ASSERT_TRUE(server->launch_cores(std::move(sr), &err)) << err;
-  ASSERT_TRUE(client->launch_cores(std::move(cr), &err)) << err;
-  const std::uint16_t port = server->listen(rxe_addr(), 0, &err);
-  ASSERT_NE(port, 0) << err;
-  ASSERT_NE(client->connect(rxe_addr(), port, &err, /*reconnect=*/false), 0u) << err;
-  ASSERT_TRUE(poll_both(*server, *client, [&] { return server->owned_count() == 1 && client->owned_count() == 1; },
-                        std::chrono::seconds(20)));
+  EchoPair p;
+  ASSERT_NO_FATAL_FAILURE(p.start(scfg, ccfg, idle));
+  Engine* const server = p.server.get();
+  Engine* const client = p.client.get();
+  ASSERT_NE(client->connect(rxe_addr(), p.port, &err, /*reconnect=*/false), 0u) << err;
+  ASSERT_TRUE(poll_both(
+      *server, *client, [&] { return server->owned_count() == 1 && client->owned_count() == 1; },
+      std::chrono::seconds(20)));
   // 1.5 s idle: 30 keepalive intervals, ~4 dead-peer timeouts. Keepalives keep it up.
-  poll_both(*server, *client, [] { return false; }, std::chrono::milliseconds(1500));
+  poll_both(
+      *server, *client, [] { return false; }, std::chrono::milliseconds(1500));
   const std::uint64_t s_noops = server->core(0).counters.noops;
   const std::uint64_t c_noops = client->core(0).counters.noops;
   EXPECT_EQ(server->owned_count(), 1u);
@@ -868,13 +874,14 @@ TEST(EngineKeepalive, IdleConnectionKeptAliveThenSilentPeerDeclaredDead) {
   // The client's core stops: it never answers again. The server declares it dead and closes.
   client->stop_cores_st();
   const auto t0 = Clock::now();
-  const bool dead = poll_both(*server, *client, [&] { return server->counters().dead_peers == 1 &&
-                                                             server->connection_count() == 0; },
-                              std::chrono::seconds(20));
+  const bool dead = poll_both(
+      *server, *client, [&] { return server->counters().dead_peers == 1 && server->connection_count() == 0; },
+      std::chrono::seconds(20));
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::printf("engine_keepalive: 1.5 s idle kept up by %llu (server) + %llu (client) keepalive NOOPs; silent peer "
-              "declared dead and closed %.2f s after its core stopped (timeout 0.40 s)\n",
-              static_cast<unsigned long long>(s_noops), static_cast<unsigned long long>(c_noops), secs);
+  std::printf(
+      "engine_keepalive: 1.5 s idle kept up by %llu (server) + %llu (client) keepalive NOOPs; silent peer "
+      "declared dead and closed %.2f s after its core stopped (timeout 0.40 s)\n",
+      static_cast<unsigned long long>(s_noops), static_cast<unsigned long long>(c_noops), secs);
   EXPECT_TRUE(dead);
   server->begin_shutdown_st();
   server->stop_cores_st();
@@ -919,49 +926,35 @@ TEST(EngineIpv6, ListenConnectEchoOverIpv6) {
   ASSERT_FALSE(dev.empty()) << "RDMAGATE_RXE_NETDEV unset: this test needs the rxe guest (tools/rxe-vm)";
   ASSERT_EQ(run_ip({"-6", "addr", "replace", std::string(kIpv6Addr) + "/64", "dev", dev, "nodad"}), 0)
       << "cannot add " << kIpv6Addr << " to " << dev;
+  EchoPair p;
+  ASSERT_NO_FATAL_FAILURE(p.start(engine_config("server6", true, g_server_lcore),
+                                  engine_config("client6", false, g_client_lcore),
+                                  echo_load(2000, kInlineMax, 8), kIpv6Addr));
+  Engine* const server = p.server.get();
+  Engine* const client = p.client.get();
+  const auto& results = p.results;
+  const std::uint16_t port = p.port;
   std::string err;
-  auto server = Engine::create(engine_config("server6", true, g_server_lcore), &err);
-  ASSERT_TRUE(server) << err;
-  auto client = Engine::create(engine_config("client6", false, g_client_lcore), &err);
-  ASSERT_TRUE(client) << err;
-  dataplane::EchoService echo;
-  dataplane::EchoClientResults results;
-  dataplane::EchoClientConfig ccfg;
-  ccfg.messages_per_conn = 2000;
-  ccfg.max_payload = kInlineMax;
-  ccfg.window = 8;
-  auto client_svc = std::make_unique<dataplane::EchoClientService>(ccfg, results);
-  std::vector<std::unique_ptr<control::CoreRunner>> sr, cr;
-  sr.push_back(std::make_unique<control::CoreRunnerOf<ServerLoop>>(server->core(0), echo));
-  ASSERT_TRUE(server->launch_cores(std::move(sr), &err)) << err;
-  cr.push_back(std::make_unique<control::CoreRunnerOf<ClientLoop>>(client->core(0), *client_svc));
-  ASSERT_TRUE(client->launch_cores(std::move(cr), &err)) << err;
-  const std::uint16_t port = server->listen(kIpv6Addr, 0, &err);
-  ASSERT_NE(port, 0) << err;
   const std::uint64_t cid = client->connect(kIpv6Addr, port, &err);
   ASSERT_NE(cid, 0u) << err;
-  const bool done = poll_both(*server, *client, [&] { return results.connections_done.load() == 1; },
-                              std::chrono::seconds(60));
+  const bool done = p.poll([&] { return results.connections_done.load() == 1; }, std::chrono::seconds(60));
   control::Connection* cc = client->find(cid);
   ASSERT_NE(cc, nullptr);
   ASSERT_EQ(server->connections().size(), 1u);
   const std::string server_saw = server->connections()[0]->peer();
-  std::printf("engine_ipv6: listen [%s]:%u, client connected to %s (server saw %s), %llu echoes verified, "
-              "%llu mismatches\n",
-              kIpv6Addr, port, cc->peer().c_str(), server_saw.c_str(),
-              static_cast<unsigned long long>(results.verified.load()),
-              static_cast<unsigned long long>(results.mismatches.load()));
+  std::printf(
+      "engine_ipv6: listen [%s]:%u, client connected to %s (server saw %s), %llu echoes verified, "
+      "%llu mismatches\n",
+      kIpv6Addr, port, cc->peer().c_str(), server_saw.c_str(),
+      static_cast<unsigned long long>(results.verified.load()),
+      static_cast<unsigned long long>(results.mismatches.load()));
   EXPECT_TRUE(done);
   EXPECT_EQ(results.verified.load(), 2000u);
   EXPECT_EQ(results.mismatches.load(), 0u);
   EXPECT_EQ(cc->peer().rfind(std::string("[") + kIpv6Addr + "]", 0), 0u) << cc->peer();
   EXPECT_EQ(server_saw.rfind(std::string("[") + kIpv6Addr + "]", 0), 0u) << server_saw;
-  client->begin_shutdown_st();
-  EXPECT_TRUE(poll_both(*server, *client, [&] { return client->drained_st() && server->drained_st(); },
-                        std::chrono::seconds(30)));
-  client->stop_cores_st();
-  server->begin_shutdown_st();
-  server->stop_cores_st();
+  EXPECT_TRUE(drain_client_first(*server, *client, std::chrono::seconds(30)));
+  stop_client_then_server(*server, *client);
 }
 
 // Port down / up (its own suite entry, engine_port_test, the last in the guest: see below). `ip link set
@@ -977,33 +970,22 @@ TEST(EnginePort, PortDownClosesEverythingThenRetriesBoundedAndShutsDownClean) {
   ASSERT_FALSE(dev.empty()) << "RDMAGATE_RXE_NETDEV unset: this test needs the rxe guest (tools/rxe-vm)";
   std::string err;
   {
-    auto server = Engine::create(engine_config("server", true, g_server_lcore), &err);
-    ASSERT_TRUE(server) << err;
     EngineConfig ccfg_e = engine_config("client", false, g_client_lcore);
     ccfg_e.backoff.min = std::chrono::milliseconds(100);
     ccfg_e.backoff.max = std::chrono::milliseconds(400);
     ccfg_e.handshake_timeout = std::chrono::seconds(2);
-    auto client = Engine::create(ccfg_e, &err);
-    ASSERT_TRUE(client) << err;
-    dataplane::EchoService echo;
-    dataplane::EchoClientResults results;
-    dataplane::EchoClientConfig ccfg;
-    ccfg.messages_per_conn = UINT64_MAX;
-    ccfg.max_payload = 256;
-    ccfg.window = 8;
-    auto client_svc = std::make_unique<dataplane::EchoClientService>(ccfg, results);
-    std::vector<std::unique_ptr<control::CoreRunner>> sr, cr;
-    sr.push_back(std::make_unique<control::CoreRunnerOf<ServerLoop>>(server->core(0), echo));
-    ASSERT_TRUE(server->launch_cores(std::move(sr), &err)) << err;
-    cr.push_back(std::make_unique<control::CoreRunnerOf<ClientLoop>>(client->core(0), *client_svc));
-    ASSERT_TRUE(client->launch_cores(std::move(cr), &err)) << err;
-    const std::uint16_t port = server->listen(rxe_addr(), 0, &err);
-    ASSERT_NE(port, 0) << err;
-    ASSERT_NE(client->connect(rxe_addr(), port, &err), 0u) << err;
+    EchoPair p;
+    ASSERT_NO_FATAL_FAILURE(
+        p.start(engine_config("server", true, g_server_lcore), ccfg_e, echo_load(UINT64_MAX, 256, 8)));
+    Engine* const server = p.server.get();
+    Engine* const client = p.client.get();
+    const auto& results = p.results;
+    ASSERT_NE(client->connect(rxe_addr(), p.port, &err), 0u) << err;
     const auto rsp = static_cast<std::size_t>(protocol::MessageType::kInlineResponse);
     const auto& ccnt = client->core(0).counters;
-    ASSERT_TRUE(poll_both(*server, *client, [&] { return client->owned_count() == 1 && ccnt.msgs_rx[rsp] > 500; },
-                          std::chrono::seconds(30)));
+    ASSERT_TRUE(poll_both(
+        *server, *client, [&] { return client->owned_count() == 1 && ccnt.msgs_rx[rsp] > 500; },
+        std::chrono::seconds(30)));
     auto port_state = [&] {
       ibv_port_attr pa{};
       return ibv_query_port(server->device().context(), 1, &pa) == 0 ? pa.state : IBV_PORT_NOP;
@@ -1015,44 +997,48 @@ TEST(EnginePort, PortDownClosesEverythingThenRetriesBoundedAndShutsDownClean) {
 
     ASSERT_EQ(run_ip({"link", "set", "dev", dev, "down"}), 0) << "ip link set " << dev << " down";
     const auto t0 = Clock::now();
-    const bool closed = poll_both(*server, *client, [&] {
-      return server->counters().async_events > s_async0 && server->connection_count() == 0 &&
-             client->owned_count() == 0 && client->core(0).counters.closed > c_closed0;
-    }, std::chrono::seconds(20));
+    const bool closed = poll_both(
+        *server, *client,
+        [&] {
+          return server->counters().async_events > s_async0 && server->connection_count() == 0 &&
+                 client->owned_count() == 0 && client->core(0).counters.closed > c_closed0;
+        },
+        std::chrono::seconds(20));
     const double down_secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::printf("engine_port: %s down: port state %s, async events server +%llu client +%llu, server connections "
-                "%zu (destroyed +%llu), client owned %zu (core closed +%llu), after %.2f s\n",
-                dev.c_str(), ibv_port_state_str(port_state()),
-                static_cast<unsigned long long>(server->counters().async_events - s_async0),
-                static_cast<unsigned long long>(client->counters().async_events - c_async0),
-                server->connection_count(),
-                static_cast<unsigned long long>(server->counters().destroyed - s_destroyed0), client->owned_count(),
-                static_cast<unsigned long long>(client->core(0).counters.closed - c_closed0), down_secs);
+    std::printf(
+        "engine_port: %s down: port state %s, async events server +%llu client +%llu, server connections "
+        "%zu (destroyed +%llu), client owned %zu (core closed +%llu), after %.2f s\n",
+        dev.c_str(), ibv_port_state_str(port_state()),
+        static_cast<unsigned long long>(server->counters().async_events - s_async0),
+        static_cast<unsigned long long>(client->counters().async_events - c_async0),
+        server->connection_count(),
+        static_cast<unsigned long long>(server->counters().destroyed - s_destroyed0), client->owned_count(),
+        static_cast<unsigned long long>(client->core(0).counters.closed - c_closed0), down_secs);
     EXPECT_TRUE(closed) << "port down did not close and free every connection";
     EXPECT_EQ(port_state(), IBV_PORT_DOWN);
 
     EXPECT_EQ(run_ip({"link", "set", "dev", dev, "up"}), 0) << "ip link set " << dev << " up";
     const std::uint64_t reconnects0 = client->counters().reconnects;
-    const bool active = poll_both(*server, *client, [&] { return port_state() == IBV_PORT_ACTIVE; },
-                                  std::chrono::seconds(10));
+    const bool active = poll_both(
+        *server, *client, [&] { return port_state() == IBV_PORT_ACTIVE; }, std::chrono::seconds(10));
     // Retrying, bounded by the backoff and the handshake timeout (or reconnected, should rxe recover).
-    const bool retried = poll_both(*server, *client, [&] {
-      return client->counters().reconnects >= reconnects0 + 2 || client->owned_count() == 1;
-    }, std::chrono::seconds(20));
-    std::printf("engine_port: %s up: port state %s, client reconnect attempts +%llu, owned %zu, illegal events %llu "
-                "+ %llu, mismatches %llu\n",
-                dev.c_str(), ibv_port_state_str(port_state()),
-                static_cast<unsigned long long>(client->counters().reconnects - reconnects0), client->owned_count(),
-                static_cast<unsigned long long>(server->counters().illegal_events),
-                static_cast<unsigned long long>(client->counters().illegal_events),
-                static_cast<unsigned long long>(results.mismatches.load()));
+    const bool retried = poll_both(
+        *server, *client,
+        [&] { return client->counters().reconnects >= reconnects0 + 2 || client->owned_count() == 1; },
+        std::chrono::seconds(20));
+    std::printf(
+        "engine_port: %s up: port state %s, client reconnect attempts +%llu, owned %zu, illegal events %llu "
+        "+ %llu, mismatches %llu\n",
+        dev.c_str(), ibv_port_state_str(port_state()),
+        static_cast<unsigned long long>(client->counters().reconnects - reconnects0), client->owned_count(),
+        static_cast<unsigned long long>(server->counters().illegal_events),
+        static_cast<unsigned long long>(client->counters().illegal_events),
+        static_cast<unsigned long long>(results.mismatches.load()));
     EXPECT_TRUE(active);
     EXPECT_TRUE(retried);
     EXPECT_EQ(server->counters().illegal_events + client->counters().illegal_events, 0u);
     EXPECT_EQ(results.mismatches.load(), 0u);
-    client->begin_shutdown_st();
-    EXPECT_TRUE(poll_both(*server, *client, [&] { return client->drained_st() && server->drained_st(); },
-                          std::chrono::seconds(30)));
+    EXPECT_TRUE(drain_client_first(*server, *client, std::chrono::seconds(30)));
     client->stop_cores_st();
     server->begin_shutdown_st();
     EXPECT_TRUE(server->poll_until_st([&] { return server->drained_st(); }, std::chrono::seconds(10)));
@@ -1085,8 +1071,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "*** FAILED engine_echo_test: %s\n", err.c_str());
     return 1;
   }
-  std::printf("engine_echo: device %s, eal %s (%s), tsc %llu Hz\n", probe.device.c_str(), eal->args_line().c_str(),
-              eal->hugepages() ? "hugepages" : "no-huge", static_cast<unsigned long long>(rte_get_tsc_hz()));
+  std::printf("engine_echo: device %s, eal %s (%s), tsc %llu Hz\n", probe.device.c_str(),
+              eal->args_line().c_str(), eal->hugepages() ? "hugepages" : "no-huge",
+              static_cast<unsigned long long>(rte_get_tsc_hz()));
   const int rc = RUN_ALL_TESTS();
   eal.reset();
   return rc;
