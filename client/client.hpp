@@ -1,0 +1,140 @@
+#pragma once
+// rdmagate client library: connect to one or more gateways and PUT / GET / DELETE objects, synchronously
+// or asynchronously. Built on the same engine as the gateway (control::Engine, active side, with
+// client/object_client_service.hpp as the data-plane service), so it polls, never takes interrupts, and
+// keeps to the same credit and protocol rules.
+//
+// Threads: create() initialises DPDK EAL if the process has not (a client embedded in a DPDK application
+// reuses its EAL) and starts `cores` data-plane lcores plus one control thread. Async callbacks run on a
+// data-plane lcore: they must be short and must not block; they may issue further *_async calls, which
+// then skip the submission ring. Sync calls may be made from any non-data-plane thread.
+//
+// Inline or chunked: a PUT whose value fits the negotiated inline size is copied into the request; a
+// larger one is sent as a read chunk naming the caller's buffer (the gateway RDMA-READs it). A GET whose
+// buffer is larger than the inline size passes it as a write chunk (the gateway RDMA-WRITEs into it);
+// otherwise the value comes back inline and is copied into the buffer.
+//
+// Buffers: alloc_buffer() carves from the client's hugepage pool, registered once. Any other buffer is
+// registered on first use and cached (by page range) until release_buffer() or the client's end. Caller
+// memory must stay valid and untouched until the request's callback has run.
+//
+// Keys: see docs/client.md "Key scope" for which remote keys are exposed, when, and what remains to do.
+//
+// Gateways: a key lives on gateway hash(key) % gateways.size(); each gateway gets `connections_per_gateway`
+// connections spread over the cores. A lost connection reconnects by itself with backoff; requests that
+// were in flight on it fail with kConnectionLost (never silently dropped, never retried behind the
+// caller's back: a PUT may or may not have been applied).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rdmagate::client {
+
+enum class Status : std::uint32_t {
+  kOk = 0,
+  kNotFound,        // GET/DELETE: no such key
+  kTooLarge,        // PUT: value above the gateway's max value size
+  kNoSpace,         // PUT: gateway store full
+  kBadRequest,      // the gateway refused the request as malformed (or the key length is invalid)
+  kTooSmall,        // GET: the buffer is too small; Result::size is the size needed, nothing was written
+  kNoResources,     // the gateway did not start the request (draining, busy); retrying may work
+  kBulkFailed,      // the gateway could not RDMA READ/WRITE our buffer
+  kConnectionLost,  // the connection carrying the request failed before the answer; outcome unknown
+  kUnavailable,     // no connection to the key's gateway came up within request_timeout
+  kTimeout,         // no answer within request_timeout (the connection is closed and reconnected)
+  kBusy,            // the submission ring or the request table is full; retry later
+  kRegistration,    // the caller's buffer could not be registered (ibv_reg_mr failed)
+  kShutdown,        // the client is shutting down
+  kProtocol,        // the gateway answered with something this client does not understand
+};
+const char* status_name(Status s) noexcept;
+
+struct Result {
+  Status status = Status::kOk;
+  // PUT: bytes stored. GET: value size (kOk: bytes written to the buffer; kTooSmall: bytes needed).
+  std::uint64_t size = 0;
+  // Gateway status as received (protocol::ObjectStatus), for diagnostics.
+  std::uint32_t wire_status = 0;
+};
+
+// SPDK-style completion: a function pointer and an argument, so no allocation per request.
+using Callback = void (*)(void* arg, const Result& result);
+
+struct Endpoint {
+  std::string address;  // IPv4 or IPv6 literal
+  std::uint16_t port = 7471;
+};
+
+struct ClientConfig {
+  std::vector<Endpoint> gateways;
+  std::string device;                    // ibv device name; empty: the only device
+  // EAL: used only when the process has not initialised EAL yet.
+  std::vector<std::string> eal_args;     // e.g. {"--lcores=0@0,1@1", "--in-memory", "--no-huge"}; empty: derived
+  std::vector<unsigned> lcores;          // data-plane lcores; empty: the first `cores` worker lcores
+  unsigned cores = 1;
+  bool yield_when_idle = false;          // sched_yield after empty polls (more pollers than CPUs)
+  std::uint32_t connections_per_gateway = 1;
+  std::uint16_t queue_depth = 64;        // credits per connection
+  std::uint32_t max_message = 4096;      // inline threshold offered in the handshake
+  std::uint32_t max_inflight_per_conn = 32;
+  std::size_t pool_bytes = 64u << 20;    // hugepage pool for alloc_buffer()
+  std::chrono::milliseconds request_timeout{10000};
+  std::chrono::milliseconds connect_timeout{10000};
+};
+
+struct ClientStats {
+  std::uint64_t submitted = 0, completed = 0;
+  std::uint64_t inline_puts = 0, chunked_puts = 0, inline_gets = 0, chunked_gets = 0;
+  std::uint64_t connection_lost = 0, timeouts = 0, busy = 0;
+  std::uint64_t registrations = 0, registration_cache_hits = 0;
+  std::uint64_t reconnects = 0;
+  std::uint32_t connections_up = 0;
+};
+
+class ClientImpl;
+
+class Client {
+ public:
+  static std::unique_ptr<Client> create(const ClientConfig& config, std::string* error);
+  ~Client();  // fails what is still in flight with kShutdown, closes connections, stops the cores
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // True once every gateway has at least one connection up (or false at the timeout).
+  bool wait_connected(std::chrono::milliseconds timeout);
+
+  // Registered memory from the client's hugepage pool; empty span when the pool is exhausted.
+  std::span<std::byte> alloc_buffer(std::size_t bytes);
+  void free_buffer(std::span<std::byte> buffer);
+  // Drops the cached registration covering `data` (call before freeing memory that was used in requests).
+  void release_buffer(const void* data);
+
+  // Async: returns kOk when the request was accepted (cb will run exactly once), otherwise the reason and
+  // cb is never called.
+  Status put_async(std::string_view key, const void* value, std::size_t size, Callback cb, void* arg);
+  Status get_async(std::string_view key, void* buffer, std::size_t capacity, Callback cb, void* arg);
+  Status del_async(std::string_view key, Callback cb, void* arg);
+
+  // Sync: submit and wait for the answer (busy-waits with yields; call from a non-data-plane thread).
+  Result put(std::string_view key, const void* value, std::size_t size);
+  Result get(std::string_view key, void* buffer, std::size_t capacity);
+  Result del(std::string_view key);
+
+  // Negotiated inline sizes (the smallest over the connections up), for callers that size buffers.
+  std::uint32_t max_inline_put(std::size_t key_len) const;
+  std::uint32_t max_inline_get() const;
+
+  ClientStats stats() const;
+
+ private:
+  explicit Client(std::unique_ptr<ClientImpl> impl);
+  std::unique_ptr<ClientImpl> impl_;
+};
+
+}  // namespace rdmagate::client
