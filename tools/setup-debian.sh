@@ -9,6 +9,7 @@ PKGS=(
   # libraries
   libibverbs-dev librdmacm-dev libdpdk-dev libhwloc-dev prometheus-cpp-dev
   libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libsystemd-dev nlohmann-json3-dev
   # rxe guest harness (tools/rxe-vm): emulator, initramfs tools, RDMA userspace that goes into the guest
   qemu-system-x86 busybox-static cpio kmod gzip
   ibverbs-utils rdmacm-utils perftest ibverbs-providers libibverbs1 librdmacm1 iproute2
