@@ -34,7 +34,8 @@ void Connection::set_session(const protocol::Session& s) noexcept {
   cc_.session = s;
   cc_.credit_cfg = protocol::CreditConfig{};
   cc_.credit_cfg.queue_depth = s.params.queue_depth;
-  const dataplane::CoreConfig& core_cfg = eng_.cores_[static_cast<std::size_t>(core_ < 0 ? 0 : core_)]->config();
+  // The engine's copy of the core config: set_timeouts_st (SIGHUP) updates its keepalive times.
+  const dataplane::CoreConfig& core_cfg = eng_.cfg_.cores[static_cast<std::size_t>(core_ < 0 ? 0 : core_)];
   const std::uint64_t hz = rte_get_tsc_hz();
   cc_.credit_cfg.keepalive_interval = core_cfg.keepalive_us * hz / 1'000'000;
   cc_.credit_cfg.dead_peer_timeout = core_cfg.dead_peer_us * hz / 1'000'000;
@@ -102,6 +103,7 @@ int Connection::reserve_core_slot() noexcept {
   // Least-loaded core (SPDK's optimal poll group); ties go to the lowest index.
   int best = -1;
   for (std::size_t i = 0; i < eng_.cores_.size(); ++i) {
+    if (pinned_core_ >= 0 && static_cast<std::size_t>(pinned_core_) != i) continue;
     const auto& c = *eng_.cores_[i];
     if (c.load() >= c.config().max_conns) continue;
     if (best < 0 || c.load() < eng_.cores_[static_cast<std::size_t>(best)]->load()) best = static_cast<int>(i);
@@ -122,7 +124,7 @@ int Connection::create_qp() noexcept {
   // Messages, the drain marker, and one chunk's RDMA READs/WRITEs.
   caps.max_send_wr = cc.tx_per_conn + 1 + protocol::kMaxFragments;
   caps.max_recv_wr = cc.rx_per_conn;
-  caps.max_inline_data = std::min<std::uint32_t>(cc.buf_size, 512);
+  caps.max_inline_data = std::min<std::uint32_t>(cc.buf_size, eng_.cfg_.send_inline_bytes);
   dataplane::QpInfo info;
   std::string err;
   const int rc = dataplane::VerbsBackend::create_qp(cm_id_, eng_.pd_, core.cq(), caps, &info, &err);
@@ -133,7 +135,8 @@ int Connection::create_qp() noexcept {
   cc_.qp = info.qp;
   cc_.qp_num = info.qp_num;
   cc_.lkey = core.lkey();
-  cc_.max_inline = info.max_inline_data;
+  // The device may grant more than asked; the configured size is what we inline.
+  cc_.max_inline = std::min<std::uint32_t>(info.max_inline_data, caps.max_inline_data);
   cc_.buf_size = cc.buf_size;
   cc_.sq_depth = info.max_send_wr;
   cc_.signal_interval = static_cast<std::uint16_t>(

@@ -196,6 +196,20 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, std::string* err
   return e;
 }
 
+ibv_mr* Engine::register_memory(void* addr, std::size_t len, int access, std::string* error) {
+  if (addr == nullptr || len == 0) {
+    *error = cfg_.name + ": register_memory: empty range";
+    return nullptr;
+  }
+  ibv_mr* mr = ibv_reg_mr(pd_, addr, len, access);
+  if (mr == nullptr) {
+    *error = cfg_.name + ": ibv_reg_mr(" + std::to_string(len) + " bytes): " + std::strerror(errno);
+    return nullptr;
+  }
+  mrs_.push_back(mr);
+  return mr;
+}
+
 Engine::~Engine() {
   // Cores first (they may still poll the CQs), then connections, listeners, cores' resources, PD.
   for (auto& c : cores_) c->stop.store(true, std::memory_order_release);
@@ -207,6 +221,10 @@ Engine::~Engine() {
   conns_.clear();
   for (rdma_cm_id* l : listeners_) rdma_destroy_id(l);
   cores_.clear();
+  for (ibv_mr* mr : mrs_) {
+    if (ibv_dereg_mr(mr) != 0) std::fprintf(stderr, "rdmagate: ibv_dereg_mr: %m\n");
+  }
+  mrs_.clear();
   if (pd_ != nullptr && ibv_dealloc_pd(pd_) != 0) std::fprintf(stderr, "rdmagate: ibv_dealloc_pd: %m\n");
   if (timerfd_ >= 0) close(timerfd_);
   if (epfd_ >= 0) close(epfd_);
@@ -243,7 +261,7 @@ protocol::ConnParams Engine::device_params() const noexcept {
   return p;
 }
 
-std::uint16_t Engine::listen(const std::string& addr, std::uint16_t port, std::string* error) {
+std::uint16_t Engine::listen(const std::string& addr, std::uint16_t port, std::string* error, int backlog) {
   sockaddr_storage ss{};
   if (!parse_addr(addr, port, &ss)) {
     *error = "listen: not an IPv4 or IPv6 address: " + addr;
@@ -258,7 +276,7 @@ std::uint16_t Engine::listen(const std::string& addr, std::uint16_t port, std::s
     int only = 1;
     rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &only, sizeof(only));
   }
-  if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&ss)) != 0 || rdma_listen(id, 128) != 0) {
+  if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&ss)) != 0 || rdma_listen(id, backlog) != 0) {
     *error = "listen on " + addr + ": " + std::strerror(errno);
     rdma_destroy_id(id);
     return 0;
@@ -267,7 +285,12 @@ std::uint16_t Engine::listen(const std::string& addr, std::uint16_t port, std::s
   return ntohs(rdma_get_src_port(id));
 }
 
-std::uint64_t Engine::connect(const std::string& addr, std::uint16_t port, std::string* error, bool reconnect) {
+std::uint64_t Engine::connect(const std::string& addr, std::uint16_t port, std::string* error, bool reconnect,
+                              int core) {
+  if (core >= static_cast<int>(cores_.size())) {
+    *error = "connect: no core " + std::to_string(core);
+    return 0;
+  }
   LifecycleConfig lc;
   lc.role = Role::kActive;
   lc.reconnect = reconnect;
@@ -276,6 +299,7 @@ std::uint64_t Engine::connect(const std::string& addr, std::uint16_t port, std::
   lc.reject_code_unavailable = static_cast<std::uint8_t>(protocol::RejectReason::kNoResources);
   const std::uint64_t id = next_id_++;
   auto conn = std::make_unique<Connection>(*this, lc, id);
+  conn->pinned_core_ = core;
   if (!parse_addr(addr, port, &conn->peer_addr_)) {
     *error = "connect: not an IPv4 or IPv6 address: " + addr;
     return 0;
@@ -466,10 +490,12 @@ void Engine::on_connect_request_st(rdma_cm_id* child, const std::vector<std::uin
   const std::string peer = addr_string(rdma_get_peer_addr(child));
   const protocol::AcceptOutcome out = protocol::negotiate_accept(pd, local(), device_params());
   protocol::RejectReason why = out.reason;
+  // The allow list comes first: a peer that may not connect learns nothing else about why.
+  if (cfg_.admit && !cfg_.admit(rdma_get_peer_addr(child))) why = protocol::RejectReason::kNotAllowed;
   if (why == protocol::RejectReason::kNone && !accepting_) why = protocol::RejectReason::kNoResources;
   if (why != protocol::RejectReason::kNone) {
     protocol::HandshakeBody body = out.reply;
-    if (out.reason == protocol::RejectReason::kNone) {
+    if (why != out.reason) {
       body = protocol::make_reject(local(), device_params(), why, out.reply.dst_incarnation);
     }
     std::uint8_t buf[protocol::kMaxHandshakeSize] = {};
@@ -533,6 +559,7 @@ void Engine::handle_async_events_st() {
     ibv_async_event ev{};
     if (ibv_get_async_event(device_->context(), &ev) != 0) return;
     ++counters_.async_events;
+    ++counters_.async_by_kind[static_cast<std::size_t>(async_event_kind(ev.event_type))];
     switch (ev.event_type) {
       case IBV_EVENT_QP_FATAL:
       case IBV_EVENT_QP_REQ_ERR:
@@ -629,6 +656,16 @@ void Engine::reap_st() {
     } else {
       ++it;
     }
+  }
+}
+
+void Engine::set_timeouts_st(Duration handshake_timeout, const BackoffPolicy& backoff, std::uint64_t keepalive_us,
+                             std::uint64_t dead_peer_us) {
+  cfg_.handshake_timeout = handshake_timeout;
+  cfg_.backoff = backoff;
+  for (dataplane::CoreConfig& cc : cfg_.cores) {
+    cc.keepalive_us = keepalive_us;
+    cc.dead_peer_us = dead_peer_us;
   }
 }
 
@@ -738,6 +775,10 @@ void Engine::log_st(const char* fmt, ...) {
   va_start(ap, fmt);
   std::vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
+  if (cfg_.log_sink) {
+    cfg_.log_sink(buf);
+    return;
+  }
   std::fprintf(stderr, "rdmagate[%s]: %s\n", cfg_.name.c_str(), buf);
 }
 

@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -50,7 +51,35 @@ struct EngineConfig {
   // RDMA READs a connection keeps in flight for read chunks, and what we ask rdma_cm for as initiator depth
   // and responder resources; clamped to the device's max_qp_init_rd_atom / max_qp_rd_atom.
   int max_rd_atom = 16;
+  // Sends up to this many bytes go IBV_SEND_INLINE (dataplane.send_inline_bytes; 0: never); capped by the
+  // buffer size and by what the QP grants.
+  std::uint32_t send_inline_bytes = 512;
+  // Admission of a connection request by the peer's address (the gateway's security.allowed_clients),
+  // asked before any resource is allocated; false rejects it "not allowed". Null: every peer is admitted.
+  // Control thread; may read state the owner changes between poll_st calls (a SIGHUP reload).
+  std::function<bool(const sockaddr* peer)> admit;
+  // Where log_st's lines go (without a trailing newline; "warning: " prefixes a warning). Null: stderr.
+  std::function<void(std::string_view line)> log_sink;
 };
+
+// QP and device asynchronous events, as counted (the order of telemetry::kAsyncEventNames).
+enum class AsyncEventKind : std::uint8_t {
+  kQpFatal = 0, kQpAccessErr = 1, kQpReqErr = 2, kCqErr = 3, kPortActive = 4, kPortErr = 5, kDeviceFatal = 6,
+  kOther = 7,
+};
+inline constexpr std::size_t kAsyncEventKindCount = 8;
+constexpr AsyncEventKind async_event_kind(ibv_event_type t) noexcept {
+  switch (t) {
+    case IBV_EVENT_QP_FATAL: return AsyncEventKind::kQpFatal;
+    case IBV_EVENT_QP_ACCESS_ERR: return AsyncEventKind::kQpAccessErr;
+    case IBV_EVENT_QP_REQ_ERR: return AsyncEventKind::kQpReqErr;
+    case IBV_EVENT_CQ_ERR: return AsyncEventKind::kCqErr;
+    case IBV_EVENT_PORT_ACTIVE: return AsyncEventKind::kPortActive;
+    case IBV_EVENT_PORT_ERR: return AsyncEventKind::kPortErr;
+    case IBV_EVENT_DEVICE_FATAL: return AsyncEventKind::kDeviceFatal;
+    default: return AsyncEventKind::kOther;
+  }
+}
 
 // Control-side counters (plain; control thread only).
 struct EngineCounters {
@@ -65,6 +94,7 @@ struct EngineCounters {
   std::uint64_t dead_peers = 0;          // FAILED kKeepalive: the peer stayed silent past the timeout
   std::array<std::uint64_t, 0x300> failures_by_status{};  // FAILED kProtocol statuses (wire/credit/unexpected)
   std::uint64_t async_events = 0;
+  std::array<std::uint64_t, kAsyncEventKindCount> async_by_kind{};  // by AsyncEventKind
   std::uint64_t illegal_events = 0;
   std::uint64_t destroyed = 0;
   std::uint64_t retries_with_peer_params = 0;  // mismatch rejects answered by a retry with the peer's parameters
@@ -128,6 +158,7 @@ class Connection final : public ConnectionOps {
   std::uint64_t id_;
   rdma_cm_id* cm_id_ = nullptr;
   int core_ = -1;
+  int pinned_core_ = -1;  // Engine::connect(core): reserve_core_slot uses only this core
   int slot_ = -1;
   dataplane::CoreConn cc_;
   std::optional<TimePoint> handshake_deadline_;
@@ -176,20 +207,36 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // Registers [addr, addr + len) on the engine's PD with `access` (IBV_ACCESS_*); the engine owns the MR and
+  // deregisters it in its destructor, before the PD is freed, so the memory must outlive the engine. The
+  // gateway registers the store arena IBV_ACCESS_LOCAL_WRITE only (it never hands out a key); a client
+  // registers its buffers with the remote flags. nullptr and *error on failure. Control thread, setup time.
+  ibv_mr* register_memory(void* addr, std::size_t len, int access, std::string* error);
+
   // Launches `runners[i]` on core i's lcore (rte_eal_remote_launch pins it). Call once, after create.
   bool launch_cores(std::vector<std::unique_ptr<CoreRunner>> runners, std::string* error);
 
   // Passive: listen on addr (IPv4 or IPv6 literal) and port (0: ephemeral). Returns the bound port or 0.
-  std::uint16_t listen(const std::string& addr, std::uint16_t port, std::string* error);
+  // backlog: rdma_listen's queue of connection requests not yet handled (listen.backlog).
+  std::uint16_t listen(const std::string& addr, std::uint16_t port, std::string* error, int backlog = 128);
   // Active: connect to addr:port and keep the connection up (reconnect with backoff). Returns its id.
   // reconnect=false: give up after the first failure (tools and fault-injection clients).
-  std::uint64_t connect(const std::string& addr, std::uint16_t port, std::string* error, bool reconnect = true);
+  // core >= 0 pins the connection (and its reconnects) to that core (the client library keeps one connection
+  // per gateway on every core); -1: the least-loaded core at each connect.
+  std::uint64_t connect(const std::string& addr, std::uint16_t port, std::string* error, bool reconnect = true,
+                        int core = -1);
 
   // One turn of the control loop: waits up to timeout_ms for the fds, then handles cm events, async
   // events, core replies and due timers.
   void poll_st(int timeout_ms);
   // Runs poll_st until `pred()` or the deadline; true if pred() held.
   bool poll_until_st(const std::function<bool()>& pred, Duration timeout);
+
+  // Timeouts for connections set up from now on (a SIGHUP reload): handshake limit, reconnect backoff, and
+  // every core's keepalive / dead-peer times. Established connections keep theirs (their credit machines
+  // took them at the handshake).
+  void set_timeouts_st(Duration handshake_timeout, const BackoffPolicy& backoff, std::uint64_t keepalive_us,
+                       std::uint64_t dead_peer_us);
 
   // Closes one connection (active side: it reconnects, as after any failure).
   void close_st(std::uint64_t id, CloseReason why);
@@ -214,8 +261,11 @@ class Engine {
   std::vector<Connection*> connections() const;
   const EngineCounters& counters() const noexcept { return counters_; }
   dataplane::CoreResources& core(std::size_t i) noexcept { return *cores_[i]; }
+  const dataplane::CoreResources& core(std::size_t i) const noexcept { return *cores_[i]; }
   std::size_t core_count() const noexcept { return cores_.size(); }
   const RdmaDevice& device() const noexcept { return *device_; }
+  // The protection domain every core's memory and QP live in (the client registers caller buffers in it).
+  ibv_pd* pd() const noexcept { return pd_; }
   const EngineConfig& config() const noexcept { return cfg_; }
   // What we offer: our parameters clamped to the device.
   protocol::ConnParams device_params() const noexcept;
@@ -241,6 +291,7 @@ class Engine {
   EngineConfig cfg_;
   std::unique_ptr<RdmaDevice> device_;
   ibv_pd* pd_ = nullptr;
+  std::vector<ibv_mr*> mrs_;  // register_memory's, deregistered before the PD
   std::vector<std::unique_ptr<dataplane::CoreResources>> cores_;
   std::vector<std::unique_ptr<CoreRunner>> runners_;
   std::vector<unsigned> launched_lcores_;

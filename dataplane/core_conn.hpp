@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "dataplane/handoff_commands.hpp"
@@ -30,6 +31,8 @@ enum class WrKind : std::uint64_t {
   kSend = 1,   // a message send (TxDesc)
   kDrain = 2,  // the drain marker posted after CLOSE (TxDesc of the connection's marker)
   kRdma = 3,   // an RDMA READ/WRITE for a bulk chunk (reserved for bulk transfers)
+  kRdmaFiller = 4,  // an unsignaled RDMA WRITE of a chunk: completes only in error (flush), and then
+                    // accounts for its own SQ FIFO entry, not its op's marker
 };
 inline constexpr std::uint64_t kWrKindMask = 0x7;
 
@@ -68,12 +71,25 @@ struct alignas(8) TxDesc {
 inline constexpr std::uint16_t kRdmaMarker = 0xfff0;
 inline constexpr std::uint16_t kRdmaFiller = 0xfff1;
 
+// Payload bytes a queued chunk request keeps: the receive buffer is re-posted at once, so the payload (an
+// object key prefix, for instance) is copied. Enough for the object service's largest key prefix (251 B)
+// plus a byte, so a longer payload is always seen as longer than any valid one.
+inline constexpr std::uint32_t kChunkPayloadMax = 256;
+
 // A chunk request waiting for (or being served by) the connection's bulk engine.
 struct ChunkRequest {
   protocol::MessageType type = protocol::MessageType::kReadChunkRequest;
   std::uint16_t opcode = 0;
   std::uint64_t cookie = 0;
   protocol::Chunk chunk{};  // copied from the receive buffer, which is re-posted at once
+  std::uint32_t payload_len = 0;  // of the message; only min(payload_len, kChunkPayloadMax) bytes are kept
+  std::array<std::uint8_t, kChunkPayloadMax> payload_buf{};
+
+  // The kept payload bytes; payload_complete() says whether that is the whole payload.
+  std::span<const std::uint8_t> payload() const noexcept {
+    return {payload_buf.data(), payload_len < kChunkPayloadMax ? payload_len : kChunkPayloadMax};
+  }
+  bool payload_complete() const noexcept { return payload_len <= kChunkPayloadMax; }
 };
 
 // The one bulk transfer a connection runs at a time (later chunk requests wait in its FIFO).
@@ -91,6 +107,11 @@ struct alignas(8) BulkOp {
   std::uint16_t outstanding = 0;  // READs posted, not completed
   std::uint32_t next_off = 0;     // local offset of next_frag
   std::uint32_t bytes = 0;        // bytes of the transfer
+  // Local memory of the transfer: the connection's bulk buffer, or any registered memory a service names
+  // (the store arena: zero copy). The NIC may use [local, local + bytes) until the op ends.
+  std::uint8_t* local = nullptr;
+  std::uint32_t local_lkey = 0;
+  bool failed = false;  // a READ/WRITE of the op completed in error or flushed, or was never posted
   std::array<ibv_send_wr, protocol::kMaxFragments> wr{};
   std::array<ibv_sge, protocol::kMaxFragments> sge{};
 };
@@ -199,7 +220,8 @@ struct CoreCounters {
   std::uint64_t doorbells_send = 0;
   std::uint64_t doorbells_recv = 0;
   std::uint64_t credit_stalls = 0;   // a message queued because credits did not allow it now
-  std::uint64_t noops = 0;
+  std::uint64_t noops = 0;         // every NOOP sent, keepalives included
+  std::uint64_t keepalives = 0;    // NOOPs the credit machine sent for NoopReason::kKeepalive
   std::uint64_t early_rx = 0;
   std::uint64_t adopted = 0;
   std::uint64_t closed = 0;

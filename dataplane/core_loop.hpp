@@ -28,12 +28,17 @@
 
 #include "dataplane/core_conn.hpp"
 #include "dataplane/core_resources.hpp"
+#include "dataplane/core_stats_publish.hpp"
 #include "protocol/credit_machine.hpp"
 #include "protocol/message.hpp"
 
 namespace rdmagate::dataplane {
 
-// What a service provides. Api is the CoreLoop (send_st, now_tsc_st).
+// What a service provides. Api is the CoreLoop (send_st, now_tsc_st). Optional hooks (compiled in only when
+// the service defines them): on_writable_st, on_chunk_request_st, on_bulk_read_done_st,
+// on_bulk_read_failed_st, on_bulk_write_done_st (see "bulk transfers" below), pending_st, and
+// on_poll_st(api) -> bool, called once per loop iteration (a service fed from outside, e.g. the client
+// library's submission rings); true means it staged sends, so the loop flushes.
 template <typename S, typename Api>
 concept CoreService = requires(S& s, Api& api, CoreConn& c, const protocol::Message& m) {
   s.on_adopt_st(api, c);
@@ -64,6 +69,7 @@ class CoreLoop {
                                                                                     : res.config().poll_burst;
     tsc_hz_ = rte_get_tsc_hz();
     if (tsc_hz_ == 0) tsc_hz_ = 1'000'000'000ull;
+    publish_every_ = tsc_hz_ / 1000;
   }
   CoreLoop(const CoreLoop&) = delete;
   CoreLoop& operator=(const CoreLoop&) = delete;
@@ -75,6 +81,11 @@ class CoreLoop {
     const IdlePolicy idle = res_.config().idle;
     const std::uint32_t yield_after = res_.config().idle_yield_after;
     std::uint32_t idle_run = 0;
+    // Telemetry (issue 6): busy time is summed with one extra rdtsc per busy iteration; idle time is the
+    // rest of the running time. The counters reach res.stats about once per publish_every_ cycles.
+    const std::uint64_t start_tsc = rte_rdtsc();
+    std::uint64_t busy_tsc = 0;
+    std::uint64_t next_publish = start_tsc;
     for (std::uint64_t iter = 0;; ++iter) {
       ++cnt_.polls;
       const int n = Backend::poll_cq_st(res_.cq(), static_cast<int>(burst_), wcs.data());
@@ -82,6 +93,7 @@ class CoreLoop {
         now_ = rte_rdtsc();
         for (int i = 0; i < n; ++i) process_wc_st(wcs[static_cast<std::size_t>(i)]);
         flush_st();
+        busy_tsc += rte_rdtsc() - now_;
         idle_run = 0;
       } else {
         ++cnt_.idle_polls;
@@ -93,15 +105,24 @@ class CoreLoop {
           rte_pause();
         }
       }
+      if constexpr (requires(Service& s) { s.on_poll_st(*this); }) if (svc_.on_poll_st(*this)) { flush_st(); idle_run = 0; }
       if ((iter & (EngineCoreMailbox::kCheckEvery - 1)) == 0) [[unlikely]] {
         now_ = rte_rdtsc();
         if (mailbox_.check_st(*this) != 0) flush_st();
         if (res_.stop.load(std::memory_order_acquire)) break;
+        if (now_ >= next_publish && res_.stats != nullptr) {
+          publish_core_counters(cnt_, PollerTimes{busy_tsc, now_ - start_tsc - busy_tsc}, *res_.stats);
+          next_publish = now_ + publish_every_;
+        }
         if ((iter & (kTimerEvery - 1)) == 0) timers_st();
         if ((iter & (kStatsEvery - 1)) == 0) {
           mailbox_.stats_st(CoreLoad{static_cast<std::uint32_t>(owned_.size()), 0, iter});
         }
       }
+    }
+    if (res_.stats != nullptr) {  // the final totals, for a scrape after the core stopped
+      const std::uint64_t end = rte_rdtsc();
+      publish_core_counters(cnt_, PollerTimes{busy_tsc, end - start_tsc - busy_tsc}, *res_.stats);
     }
     res_.running.store(false, std::memory_order_release);
     return 0;
@@ -140,20 +161,34 @@ class CoreLoop {
   }
 
   // ---- bulk transfers (services call these from on_chunk_request_st) -----------------------------------
+  //
+  // One transfer per connection at a time. The local memory of a started transfer is the NIC's until the
+  // op ends, and every started op ends exactly once, through one service hook (all optional):
+  //   on_bulk_read_done_st(api, conn, op)    every READ succeeded and the connection is still owned
+  //   on_bulk_read_failed_st(api, conn, op)  a READ failed or flushed, or the connection stopped being owned;
+  //                                          called once the last posted READ has completed
+  //   on_bulk_write_done_st(api, conn, op)   the last (signaled) WRITE completed: op.failed says whether it
+  //                                          or an earlier one failed or flushed
+  // An op in flight at CLOSE ends after the service's on_close_st (read-done is never delivered then: only
+  // read-failed or write-done), but always before the core answers CLOSED, so a service releases memory
+  // the NIC may touch only in these hooks.
 
-  // RDMA-READs the read chunk's fragments, in order, into the connection's bulk buffer; at most rd_depth
-  // READs in flight, the rest wait. When all have completed the core calls the service's
-  // on_bulk_read_done_st(api, conn, op). False (nothing started) if the chunk exceeds the bulk buffer.
-  bool bulk_read_st(CoreConn& c, const ChunkRequest& req) noexcept {
+  // RDMA-READs the read chunk's fragments, in order, into [dst, dst + total) (registered with `lkey`); at
+  // most rd_depth READs in flight, the rest wait. False (nothing started) if the connection is not owned
+  // or a transfer is already running.
+  bool bulk_read_st(CoreConn& c, const ChunkRequest& req, std::uint8_t* dst, std::uint32_t lkey) noexcept {
     BulkOp& op = c.bulk_op;
     const std::uint64_t total = req.chunk.total_length();
-    if (c.state != CoreConnState::kOwned || op.state != BulkState::kIdle || total > c.bulk_size) return false;
+    if (c.state != CoreConnState::kOwned || op.state != BulkState::kIdle || total > 0xffffffffull) return false;
     op.state = BulkState::kReading;
     op.req = req;
     op.next_frag = 0;
     op.outstanding = 0;
     op.next_off = 0;
     op.bytes = static_cast<std::uint32_t>(total);
+    op.local = dst;
+    op.local_lkey = lkey;
+    op.failed = false;
     ++cnt_.read_chunks;
     cnt_.read_bytes += total;
     if (req.chunk.count > c.rd_depth) cnt_.rdma_reads_queued += req.chunk.count - c.rd_depth;
@@ -161,13 +196,20 @@ class CoreLoop {
     return true;
   }
 
-  // RDMA-WRITEs bulk buffer bytes [0, len) into the write chunk's fragments, in order. The answer the service
-  // sends next travels behind the WRITEs on the same QP, so the requester sees the data before the answer.
-  // False (nothing written) if the chunk is smaller than len or len exceeds the bulk buffer.
-  bool bulk_write_st(CoreConn& c, const ChunkRequest& req, std::uint32_t len) noexcept {
+  // The same into the connection's bulk buffer. False also if the chunk exceeds the bulk buffer.
+  bool bulk_read_st(CoreConn& c, const ChunkRequest& req) noexcept {
+    if (req.chunk.total_length() > c.bulk_size) return false;
+    return bulk_read_st(c, req, c.bulk, c.lkey);
+  }
+
+  // RDMA-WRITEs [src, src + len) (registered with `lkey`) into the write chunk's fragments, in order. The
+  // answer the service sends next travels behind the WRITEs on the same QP, so the requester sees the data
+  // before the answer. False (nothing written) if the chunk is smaller than len. len 0 posts nothing and
+  // ends at once (no hook).
+  bool bulk_write_st(CoreConn& c, const ChunkRequest& req, const std::uint8_t* src, std::uint32_t lkey,
+                     std::uint32_t len) noexcept {
     BulkOp& op = c.bulk_op;
-    if (c.state != CoreConnState::kOwned || op.state != BulkState::kIdle || len > c.bulk_size ||
-        req.chunk.total_length() < len) {
+    if (c.state != CoreConnState::kOwned || op.state != BulkState::kIdle || req.chunk.total_length() < len) {
       return false;
     }
     ++cnt_.write_chunks;
@@ -175,6 +217,9 @@ class CoreLoop {
     if (len == 0) return true;
     op.req = req;
     op.bytes = len;
+    op.local = const_cast<std::uint8_t*>(src);  // a WRITE's local memory is only read
+    op.local_lkey = lkey;
+    op.failed = false;
     std::uint32_t off = 0;
     const auto frags = req.chunk.view();
     std::size_t last = 0;
@@ -186,12 +231,22 @@ class CoreLoop {
     }
     for (std::size_t i = 0; i <= last; ++i) {
       const bool signaled = i == last;
-      if (signaled) op.wr[i].send_flags = IBV_SEND_SIGNALED;
+      if (signaled) {
+        op.wr[i].send_flags = IBV_SEND_SIGNALED;
+      } else {
+        op.wr[i].wr_id = make_wr_id(&op, WrKind::kRdmaFiller);
+      }
       stage_wr_st(c, op.wr[i], signaled ? kRdmaMarker : kRdmaFiller);
     }
     op.state = BulkState::kWriting;
     mark_dirty_st(c);
     return true;
+  }
+
+  // The same from the connection's bulk buffer. False also if len exceeds the bulk buffer.
+  bool bulk_write_st(CoreConn& c, const ChunkRequest& req, std::uint32_t len) noexcept {
+    if (len > c.bulk_size) return false;
+    return bulk_write_st(c, req, c.bulk, c.lkey, len);
   }
 
   // FAULT INJECTION ONLY (tests of misbehaving peers): sends `bytes` as one message exactly as given,
@@ -275,6 +330,10 @@ class CoreLoop {
       } else {
         ++cnt_.errors[static_cast<std::size_t>(CoreError::kPostSend)];
         c.sq_head = c.sq_tail;  // cannot prove it; the QP is in ERR and nothing new is posted
+        if (c.bulk_op.state != BulkState::kIdle) {  // nor wait for it: end the transfer as failed
+          c.bulk_op.failed = true;
+          end_bulk_st(c);
+        }
       }
     }
     maybe_closed_st(c);
@@ -342,7 +401,11 @@ class CoreLoop {
         ++cnt_.completions_drain;
         TxDesc& d = *wr_desc<TxDesc>(wc.wr_id);
         CoreConn& c = *d.conn;
-        if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) ++cnt_.completions_error;
+        if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+          ++cnt_.completions_flushed;  // the usual fate of a drain marker (the QP is in ERR)
+        } else if (wc.status != IBV_WC_SUCCESS) {
+          ++cnt_.completions_error;
+        }
         // Everything posted before the marker has completed.
         while (c.sq_head != c.sq_tail) {
           free_tx_st(c, c.sq_fifo[c.sq_head & (c.sq_fifo.size() - 1)]);
@@ -353,38 +416,85 @@ class CoreLoop {
         return;
       }
       case WrKind::kRdma:
+      case WrKind::kRdmaFiller:
       default: {
+        // A marker (every READ, the last WRITE of a chunk) or, only in error, an unsignaled WRITE filler.
         ++cnt_.completions_rdma;
+        const bool marker = wr_kind(wc.wr_id) != WrKind::kRdmaFiller;
         BulkOp& op = *wr_desc<BulkOp>(wc.wr_id);
         CoreConn& c = *op.conn;
-        reclaim_sq_st(c, kRdmaMarker);
+        pop_sq_st(c, marker ? kRdmaMarker : kRdmaFiller);
         if (wc.status != IBV_WC_SUCCESS) [[unlikely]] {
-          completion_error_st(c, wc);
-          return;
+          op.failed = true;
+          note_completion_error_st(c, wc);
         }
-        if (c.state != CoreConnState::kOwned) return;
-        if (op.state == BulkState::kReading) {
-          --op.outstanding;
-          if (op.next_frag < op.req.chunk.count) {
-            post_reads_st(c);
-          } else if (op.outstanding == 0) {
-            op.state = BulkState::kIdle;
-            if constexpr (requires(Service& s) { s.on_bulk_read_done_st(*this, c, op); }) {
-              svc_.on_bulk_read_done_st(*this, c, op);
+        if (marker) {
+          if (op.state == BulkState::kReading) {
+            if (op.outstanding != 0) --op.outstanding;
+            if (c.state == CoreConnState::kOwned && op.next_frag < op.req.chunk.count) {
+              post_reads_st(c);
+            } else if (op.outstanding == 0) {
+              end_bulk_st(c);
             }
-            run_chunks_st(c);
+          } else if (op.state == BulkState::kWriting) {
+            end_bulk_st(c);
           }
-        } else if (op.state == BulkState::kWriting) {
-          op.state = BulkState::kIdle;
-          run_chunks_st(c);
+          if (c.state == CoreConnState::kOwned) mark_dirty_st(c);
         }
-        mark_dirty_st(c);
+        // Last: on a draining connection this may answer CLOSED, after which c is control's again.
+        maybe_closed_st(c);
         return;
       }
     }
   }
 
+  // The connection's bulk op is over (its last posted READ/WRITE completed, or could not be posted): the
+  // service learns the outcome exactly once (see the bulk transfer API), then waiting chunks may start.
+  void end_bulk_st(CoreConn& c) noexcept {
+    BulkOp& op = c.bulk_op;
+    const BulkState was = op.state;
+    op.state = BulkState::kIdle;
+    op.outstanding = 0;
+    if (was == BulkState::kReading) {
+      if (!op.failed && c.state == CoreConnState::kOwned) {
+        if constexpr (requires(Service& s) { s.on_bulk_read_done_st(*this, c, op); }) {
+          svc_.on_bulk_read_done_st(*this, c, op);
+        }
+      } else {
+        op.failed = true;
+        if constexpr (requires(Service& s) { s.on_bulk_read_failed_st(*this, c, op); }) {
+          svc_.on_bulk_read_failed_st(*this, c, op);
+        }
+      }
+    } else if (was == BulkState::kWriting) {
+      if constexpr (requires(Service& s) { s.on_bulk_write_done_st(*this, c, op); }) {
+        svc_.on_bulk_write_done_st(*this, c, op);
+      }
+    }
+    if (c.state == CoreConnState::kOwned) run_chunks_st(c);
+  }
+
+  // RDMA work requests of the bulk op that never reached the device (a failed post): the op ends when
+  // nothing of it remains on the device.
+  void unposted_rdma_st(CoreConn& c, std::uint16_t fifo_entry) noexcept {
+    BulkOp& op = c.bulk_op;
+    op.failed = true;
+    if (fifo_entry != kRdmaMarker) return;  // a filler: its op's marker is behind it, unposted too
+    if (op.state == BulkState::kReading) {
+      if (op.outstanding != 0) --op.outstanding;
+      if (op.outstanding == 0) end_bulk_st(c);
+    } else if (op.state == BulkState::kWriting) {
+      end_bulk_st(c);
+    }
+  }
+
   void completion_error_st(CoreConn& c, const ibv_wc& wc) noexcept {
+    note_completion_error_st(c, wc);
+    maybe_closed_st(c);
+  }
+
+  // completion_error_st without the CLOSED check (the caller still uses the connection).
+  void note_completion_error_st(CoreConn& c, const ibv_wc& wc) noexcept {
     if (wc.status == IBV_WC_WR_FLUSH_ERR) {
       ++cnt_.completions_flushed;
     } else {
@@ -399,7 +509,6 @@ class CoreLoop {
       c.state = CoreConnState::kFailed;
       remove_owned_st(c);
     }
-    maybe_closed_st(c);
   }
 
   void handle_message_st(CoreConn& c, RxDesc& rx) noexcept {
@@ -464,6 +573,9 @@ class CoreLoop {
           r.opcode = m.opcode;
           r.cookie = m.cookie;
           r.chunk = m.chunk;
+          r.payload_len = static_cast<std::uint32_t>(m.payload.size());
+          const auto keep = r.payload();
+          if (!keep.empty()) std::memcpy(r.payload_buf.data(), m.payload.data(), keep.size());
           ++c.chunk_count;
         }
         run_chunks_st(c);
@@ -568,9 +680,9 @@ class CoreLoop {
   void build_rdma_wr_st(CoreConn& c, std::size_t i, ibv_wr_opcode opcode, const protocol::Fragment& f,
                         std::uint32_t local_off, std::uint32_t len) noexcept {
     BulkOp& op = c.bulk_op;
-    op.sge[i].addr = reinterpret_cast<std::uintptr_t>(c.bulk + local_off);
+    op.sge[i].addr = reinterpret_cast<std::uintptr_t>(op.local + local_off);
     op.sge[i].length = len;
-    op.sge[i].lkey = c.lkey;
+    op.sge[i].lkey = op.local_lkey;
     ibv_send_wr& w = op.wr[i];
     w = ibv_send_wr{};
     w.wr_id = make_wr_id(&op, WrKind::kRdma);
@@ -630,6 +742,8 @@ class CoreLoop {
   // Moves whatever the credit machine lets go now onto the staged chain, NOOP included.
   void pump_sends_st(CoreConn& c) noexcept {
     protocol::CreditMachine& cm = *c.credits;
+    // The machine decides a NOOP's reason inside next_send and counts it there: the difference is exact.
+    const std::uint64_t keepalives_before = keepalives_of(cm);
     if (cm.wants_noop(now_)) {
       protocol::Message m;
       m.type = protocol::MessageType::kNoop;
@@ -646,6 +760,11 @@ class CoreLoop {
         break;
       }
     }
+    cnt_.keepalives += keepalives_of(cm) - keepalives_before;
+  }
+
+  static std::uint64_t keepalives_of(const protocol::CreditMachine& cm) noexcept {
+    return cm.stats().noops[static_cast<std::size_t>(protocol::NoopReason::kKeepalive)];
   }
 
   // One doorbell for the receives, then one for the sends: receives first, so a credit never goes out
@@ -670,7 +789,12 @@ class CoreLoop {
         // The unposted tail of the chain is the newest part of the FIFO: take it back.
         for (ibv_send_wr* w = bad; w != nullptr; w = w->next) {
           --c.sq_tail;
-          free_tx_st(c, c.sq_fifo[c.sq_tail & (c.sq_fifo.size() - 1)]);
+          const std::uint16_t entry = c.sq_fifo[c.sq_tail & (c.sq_fifo.size() - 1)];
+          if (entry == kRdmaMarker || entry == kRdmaFiller) {
+            unposted_rdma_st(c, entry);
+          } else {
+            free_tx_st(c, entry);
+          }
         }
         ++cnt_.errors[static_cast<std::size_t>(CoreError::kPostSend)];
         if (c.state == CoreConnState::kOwned) fail_st(c, FailureKind::kCompletion, 0);
@@ -687,6 +811,12 @@ class CoreLoop {
 
   // A completion for descriptor `idx`: it and everything posted before it are done (in-order SQ).
   void reclaim_sq_st(CoreConn& c, std::uint16_t idx) noexcept {
+    pop_sq_st(c, idx);
+    maybe_closed_st(c);
+  }
+
+  // The FIFO part of reclaim_sq_st (idx may be kRdmaMarker/kRdmaFiller: the oldest such entry).
+  void pop_sq_st(CoreConn& c, std::uint16_t idx) noexcept {
     const std::size_t mask = c.sq_fifo.size() - 1;
     while (c.sq_head != c.sq_tail) {
       const std::uint16_t done = c.sq_fifo[c.sq_head & mask];
@@ -694,7 +824,6 @@ class CoreLoop {
       free_tx_st(c, done);
       if (done == idx) break;
     }
-    maybe_closed_st(c);
   }
 
   void fail_st(CoreConn& c, FailureKind kind, std::uint32_t status) noexcept {
@@ -777,6 +906,7 @@ class CoreLoop {
   std::uint32_t burst_ = 32;
   std::uint64_t now_ = 0;
   std::uint64_t tsc_hz_ = 0;
+  std::uint64_t publish_every_ = 0;  // TSC cycles between copies of the counters into res.stats (~1 ms)
   static constexpr std::uint64_t kQuietMs = 50;
   bool quiescing_ = false;
   std::uint64_t last_refusal_ = 0;

@@ -20,6 +20,10 @@
 #include "dataplane/handoff_ring.hpp"
 #include "dataplane/huge_buffer.hpp"
 
+namespace rdmagate::telemetry {
+struct CoreStats;
+}  // namespace rdmagate::telemetry
+
 namespace rdmagate::dataplane {
 
 // Replies a core can owe: one FAILED and one CLOSED per connection it may hold.
@@ -93,6 +97,9 @@ class CoreResources {
   std::atomic<bool> quiesced{false};
   // The core's counters (written only by the core; readers accept stale values).
   CoreCounters counters{};
+  // The core's telemetry block: set by control before launch_cores (it must outlive the loop); null: the
+  // core publishes nothing. The core copies `counters` into it about once per millisecond.
+  telemetry::CoreStats* stats = nullptr;
 
  private:
   CoreResources() = default;
