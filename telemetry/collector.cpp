@@ -26,6 +26,11 @@ MetricFamily& family_for(std::vector<MetricFamily>& out, std::string_view name, 
 
 }  // namespace
 
+#ifndef RDMAGATE_GIT_COMMIT
+#define RDMAGATE_GIT_COMMIT "unknown"
+#endif
+std::string_view StatsCollector::build_commit() noexcept { return RDMAGATE_GIT_COMMIT; }
+
 StatsCollector::StatsCollector(std::string version, std::uint64_t tsc_hz)
     : version_(std::move(version)), tsc_hz_(tsc_hz == 0 ? 1e9 : static_cast<double>(tsc_hz)) {}
 
@@ -64,6 +69,7 @@ std::vector<MetricFamily> StatsCollector::Collect() const {
     auto& f = family_for(out, kBuildInfoName, "Build information; the value is always 1.", MetricType::Gauge);
     ClientMetric m;
     m.label.push_back({"version", version_});
+    m.label.push_back({"commit", std::string(build_commit())});
     m.gauge.value = 1;
     f.metric.push_back(std::move(m));
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <prometheus/collectable.h>
@@ -16,7 +17,8 @@ namespace rdmagate::telemetry {
 
 class StatsCollector final : public prometheus::Collectable {
  public:
-  // tsc_hz converts the *_seconds_total TSC counters; version feeds rdmagate_build_info.
+  // tsc_hz converts the *_seconds_total TSC counters; version (with build_commit()) feeds
+  // rdmagate_build_info.
   StatsCollector(std::string version, std::uint64_t tsc_hz);
 
   // Setup, before the cores launch. The block must outlive the collector (or every scrape). Returns false
@@ -27,6 +29,9 @@ class StatsCollector final : public prometheus::Collectable {
   void register_control(CoreStats& block);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
+
+  // The source commit rdmagate_build_info reports (known at configure time; "unknown" if it was not).
+  static std::string_view build_commit() noexcept;
 
   struct CoreProgress {
     unsigned core = 0;

@@ -38,7 +38,7 @@ std::string join_cores(const std::vector<unsigned>& cores) {
 }  // namespace
 
 HealthState::HealthState(const StatsCollector& stats, std::chrono::nanoseconds liveness_threshold)
-    : stats_(stats), threshold_(liveness_threshold) {}
+    : stats_(stats), threshold_ns_(liveness_threshold.count()) {}
 
 std::vector<unsigned> HealthState::stale_cores(Clock::time_point now,
                                                std::vector<StatsCollector::CoreProgress>& progress) {
@@ -55,7 +55,7 @@ std::vector<unsigned> HealthState::stale_cores(Clock::time_point now,
     if (it->polls != p.polls) {
       it->polls = p.polls;
       it->changed = now;
-    } else if (now - it->changed > threshold_) {
+    } else if (now - it->changed > std::chrono::nanoseconds(threshold_ns_.load(std::memory_order_relaxed))) {
       stale.push_back(p.core);
     }
   }

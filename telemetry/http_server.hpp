@@ -43,6 +43,10 @@ class HealthState {
 
   void set_listeners_up(bool up) noexcept { listeners_up_.store(up, std::memory_order_relaxed); }
   void set_port_active(bool active) noexcept { port_active_.store(active, std::memory_order_relaxed); }
+  // telemetry.core_stall_ms is reloadable (SIGHUP): the next check uses the new threshold.
+  void set_liveness_threshold(std::chrono::nanoseconds t) noexcept {
+    threshold_ns_.store(t.count(), std::memory_order_relaxed);
+  }
 
   Verdict check_live(Clock::time_point now);
   // Ready: listeners up, the device port active, at least one core, and every core polled and is live.
@@ -58,7 +62,7 @@ class HealthState {
   std::vector<unsigned> stale_cores(Clock::time_point now, std::vector<StatsCollector::CoreProgress>& progress);
 
   const StatsCollector& stats_;
-  const std::chrono::nanoseconds threshold_;
+  std::atomic<std::chrono::nanoseconds::rep> threshold_ns_;
   std::atomic<bool> listeners_up_{false};
   std::atomic<bool> port_active_{false};
   std::mutex mutex_;

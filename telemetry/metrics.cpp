@@ -47,27 +47,39 @@ constexpr Table build_table() {
   b.row("rdmagate_transport_read_chunk_bytes_total", kC, Unit::kBytes, kSum, "Bytes pulled by RDMA READ chunks.");
   b.row("rdmagate_transport_write_chunks_total", kC, Unit::kNone, kSum, "RDMA WRITE chunks the gateway pushed.");
   b.row("rdmagate_transport_write_chunk_bytes_total", kC, Unit::kBytes, kSum, "Bytes pushed by RDMA WRITE chunks.");
-  b.row("rdmagate_transport_payloads_total", kC, Unit::kNone, kSum, "Payloads sent, inline vs chunked.",
-        {"mode", "inline"});
-  b.row("rdmagate_transport_payloads_total", kC, Unit::kNone, kSum, "Payloads sent, inline vs chunked.",
-        {"mode", "chunked"});
+  constexpr std::string_view kPayloadHelp =
+      "Payload-carrying requests and answers: inline in the message, or by RDMA chunk (chunk requests sent "
+      "plus chunk transfers run).";
+  b.row("rdmagate_transport_payloads_total", kC, Unit::kNone, kSum, kPayloadHelp, {"mode", "inline"});
+  b.row("rdmagate_transport_payloads_total", kC, Unit::kNone, kSum, kPayloadHelp, {"mode", "chunked"});
   b.row("rdmagate_transport_credit_stalls_total", kC, Unit::kNone, kSum,
         "Messages that had to wait because the peer had granted no credit.");
-  b.row("rdmagate_transport_noops_total", kC, Unit::kNone, kSum, "NOOP messages sent to return credits.");
+  b.row("rdmagate_transport_noops_total", kC, Unit::kNone, kSum,
+        "NOOP messages sent to return credits (keepalive NOOPs are counted separately).");
   b.row("rdmagate_transport_keepalives_total", kC, Unit::kNone, kSum, "Keepalive NOOPs sent on idle connections.");
-  b.rows("rdmagate_connections", kG, Unit::kNone, kCore, "Connections owned by the core, by state.", "state",
-         kConnStateNames);
+  b.row("rdmagate_transport_inline_posts_total", kC, Unit::kNone, kSum,
+        "Sends posted with IBV_SEND_INLINE (the message is copied into the work request).");
+  b.rows("rdmagate_core_errors_total", kC, Unit::kNone, kSum,
+         "Errors counted by the data-plane cores, by kind.", "kind", kCoreErrorNames);
+  b.rows("rdmagate_connections", kG, Unit::kNone, kCore,
+         "Connections by the core that holds (or last held) their slot, by state.", "state", kConnStateNames);
+  b.row("rdmagate_connections_unplaced", kG, Unit::kNone, kSum,
+        "Connections not placed on any core yet (active side resolving before its first placement).");
   b.row("rdmagate_connection_accepts_total", kC, Unit::kNone, kSum, "Connection requests accepted.");
   b.rows("rdmagate_connection_rejects_total", kC, Unit::kNone, kSum, "Connection requests rejected, by reason.",
          "reason", kRejectReasonNames);
   b.row("rdmagate_connection_reconnects_total", kC, Unit::kNone, kSum,
         "Connections re-established after a failure.");
+  b.rows("rdmagate_connection_failures_total", kC, Unit::kNone, kSum,
+         "Connections a core reported failed to the control thread, by cause.", "cause", kFailureCauseNames);
   b.rows("rdmagate_protocol_violations_total", kC, Unit::kNone, kSum,
          "Connections failed for a protocol violation by the peer, by code.", "code", kViolationCodeNames);
   b.rows("rdmagate_async_events_total", kC, Unit::kNone, kSum, "QP and device asynchronous events, by event.",
          "event", kAsyncEventNames);
   b.row("rdmagate_store_objects", kG, Unit::kNone, kSum, "Objects held by the store.");
   b.row("rdmagate_store_bytes", kG, Unit::kBytes, kSum, "Bytes of object data held by the store.");
+  b.row("rdmagate_store_allocated_bytes", kG, Unit::kBytes, kSum,
+        "Capacity charged: size classes plus metadata, including reserved and still-pinned values.");
   b.row("rdmagate_store_capacity_bytes", kG, Unit::kBytes, kSum, "Bytes the store can hold.");
   for (const auto op : kStoreOpNames)
     for (const auto status : kStoreStatusNames)
@@ -88,6 +100,17 @@ static_assert(kTable[static_cast<std::size_t>(message_stat(2, Direction::kTx))].
 static_assert(kTable[static_cast<std::size_t>(Stat::kInlineSends)].labels[0].value == "inline");
 static_assert(kTable[static_cast<std::size_t>(Stat::kChunkedSends)].labels[0].value == "chunked");
 static_assert(kTable[static_cast<std::size_t>(Stat::kReadChunks)].name == "rdmagate_transport_read_chunks_total");
+static_assert(kTable[static_cast<std::size_t>(Stat::kInlinePosts)].name ==
+              "rdmagate_transport_inline_posts_total");
+static_assert(kTable[static_cast<std::size_t>(core_error_stat(8))].labels[0].value == "dead_peer");
+static_assert(kTable[static_cast<std::size_t>(Stat::kConnectionsUnplaced)].name ==
+              "rdmagate_connections_unplaced");
+static_assert(kTable[static_cast<std::size_t>(failure_stat(0))].labels[0].value == "protocol_violation");
+static_assert(kTable[static_cast<std::size_t>(Stat::kViolationsFirst)].labels[0].value == "truncated_header");
+static_assert(kTable[static_cast<std::size_t>(Stat::kStoreAllocatedBytes)].name ==
+              "rdmagate_store_allocated_bytes");
+static_assert(kTable[static_cast<std::size_t>(store_op_stat(StoreOp::kDelete, 4))].labels[1].value ==
+              "bad_request");
 
 constexpr std::array<HistogramDesc, kHistogramCount> kHistograms = {{
     {"rdmagate_request_duration_seconds", "Duration of requests from receive to response sent, by op.",

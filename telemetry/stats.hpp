@@ -1,9 +1,10 @@
 #pragma once
-// Per-core statistics blocks: the data-path half of telemetry. A core owns one CoreStats and is its only
-// writer; the scrape thread reads it concurrently. Every access goes through std::atomic_ref with relaxed
-// order: on x86-64 that compiles to the same plain mov/add as an ordinary uint64_t, yet the concurrent read
-// is not a data race, and each counter read by the scraper never goes backwards (per-object coherence).
-// No allocation, no lock and no prometheus-cpp call happens here.
+// Per-core statistics blocks: the data-path half of telemetry. A core owns one CoreStats; every slot has
+// exactly one writer (the core, except the per-core connection gauges, which the control thread sets from
+// its connection table); the scrape thread reads concurrently. Every access goes through std::atomic_ref
+// with relaxed order: on x86-64 that compiles to the same plain mov/add as an ordinary uint64_t, yet the
+// concurrent read is not a data race, and each counter read by the scraper never goes backwards
+// (per-object coherence). No allocation, no lock and no prometheus-cpp call happens here.
 
 #include <array>
 #include <atomic>
@@ -40,7 +41,15 @@ inline constexpr std::array<std::string_view, 26> kViolationCodeNames = {
 inline constexpr std::array<std::string_view, 8> kAsyncEventNames = {
     "qp_fatal", "qp_access_err", "qp_req_err", "cq_err", "port_active", "port_err", "device_fatal", "other"};
 inline constexpr std::array<std::string_view, 3> kStoreOpNames = {"get", "put", "delete"};
-inline constexpr std::array<std::string_view, 4> kStoreStatusNames = {"ok", "not_found", "no_space", "error"};
+// Index = store::Status value (dataplane/store/store.hpp); a publish test checks the names match.
+inline constexpr std::array<std::string_view, 5> kStoreStatusNames = {"ok", "not_found", "too_large", "no_space",
+                                                                      "bad_request"};
+// Index = dataplane::CoreError value (dataplane/core_conn.hpp).
+inline constexpr std::array<std::string_view, 9> kCoreErrorNames = {
+    "wire", "credit", "completion", "post_send", "post_recv", "tx_exhausted", "encode", "unexpected", "dead_peer"};
+// Why a core reported a connection FAILED to control (FailureKind, as control counts it).
+inline constexpr std::array<std::string_view, 3> kFailureCauseNames = {"protocol_violation", "dead_peer",
+                                                                       "completion_error"};
 
 enum class Direction : std::uint8_t { kRx = 0, kTx = 1 };
 enum class StoreOp : std::uint8_t { kGet = 0, kPut = 1, kDelete = 2 };
@@ -66,16 +75,21 @@ enum class Stat : std::uint16_t {
   kCreditStalls,
   kNoops,
   kKeepalives,
+  kInlinePosts,      // sends posted with IBV_SEND_INLINE
+  kCoreErrorsFirst,  // + kCoreErrorNames index
   // connections
-  kConnectionsFirst,  // gauge per core, + kConnStateNames index
-  kAccepts = kConnectionsFirst + kConnStateNames.size(),
+  kConnectionsFirst = kCoreErrorsFirst + kCoreErrorNames.size(),  // gauge per core, + kConnStateNames index
+  kConnectionsUnplaced = kConnectionsFirst + kConnStateNames.size(),  // gauge: never placed on a core yet
+  kAccepts,
   kRejectsFirst,  // + kRejectReasonNames index
   kReconnects = kRejectsFirst + kRejectReasonNames.size(),
-  kViolationsFirst,  // + kViolationCodeNames index
+  kConnectionFailuresFirst,  // + kFailureCauseNames index
+  kViolationsFirst = kConnectionFailuresFirst + kFailureCauseNames.size(),  // + kViolationCodeNames index
   kAsyncEventsFirst = kViolationsFirst + kViolationCodeNames.size(),
   // store
   kStoreObjects = kAsyncEventsFirst + kAsyncEventNames.size(),
   kStoreBytes,
+  kStoreAllocatedBytes,
   kStoreCapacityBytes,
   kStoreOpsFirst,  // + op * statuses + status
   kCount = kStoreOpsFirst + kStoreOpNames.size() * kStoreStatusNames.size(),
@@ -93,7 +107,9 @@ constexpr Stat message_stat(std::size_t type_index, Direction d) noexcept {
 constexpr Stat bytes_stat(std::size_t type_index, Direction d) noexcept {
   return stat_at(Stat::kBytesFirst, type_index * kDirectionNames.size() + static_cast<std::size_t>(d));
 }
+constexpr Stat core_error_stat(std::size_t kind) noexcept { return stat_at(Stat::kCoreErrorsFirst, kind); }
 constexpr Stat connection_stat(std::size_t state) noexcept { return stat_at(Stat::kConnectionsFirst, state); }
+constexpr Stat failure_stat(std::size_t cause) noexcept { return stat_at(Stat::kConnectionFailuresFirst, cause); }
 constexpr Stat reject_stat(std::size_t reason_index) noexcept { return stat_at(Stat::kRejectsFirst, reason_index); }
 constexpr Stat violation_stat(std::size_t code_index) noexcept {
   return stat_at(Stat::kViolationsFirst, code_index);

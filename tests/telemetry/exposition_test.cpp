@@ -105,7 +105,9 @@ TEST(Exposition, SmallRegistryParses) {
   prometheus::TextSerializer().Serialize(os, c->Collect());
   const auto e = parse_exposition(os.str());
 
-  const auto* info = find_sample(e, "rdmagate_build_info", {{"version", "1.2.3"}});
+  const auto* info =
+      find_sample(e, "rdmagate_build_info",
+                  {{"version", "1.2.3"}, {"commit", std::string(StatsCollector::build_commit())}});
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(info->value, 1);
   EXPECT_EQ(e.types.at("rdmagate_build_info"), "gauge");

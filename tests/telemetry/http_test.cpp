@@ -130,7 +130,10 @@ TEST(HttpServer, ServesMetricsHealthzReadyz) {
   const auto m = http_get(server->port(), "/metrics");
   ASSERT_EQ(m.status, 200);
   const auto e = test::parse_exposition(m.body);
-  ASSERT_NE(test::find_sample(e, "rdmagate_build_info", {{"version", "9.9.9"}}), nullptr);
+  ASSERT_NE(
+      test::find_sample(e, "rdmagate_build_info",
+                        {{"version", "9.9.9"}, {"commit", std::string(StatsCollector::build_commit())}}),
+      nullptr);
   ASSERT_NE(test::find_sample(e, "rdmagate_poller_polls_total", {{"core", "0"}}), nullptr);
   EXPECT_EQ(test::find_sample(e, "rdmagate_poller_polls_total", {{"core", "0"}})->value, 7);
   EXPECT_EQ(test::find_sample(e, "rdmagate_connection_accepts_total", {})->value, 3);

@@ -1,0 +1,99 @@
+#include "control/engine_stats_publish.hpp"
+
+#include "protocol/errors.hpp"
+
+namespace rdmagate::control {
+
+static_assert(kAsyncEventKindCount == telemetry::kAsyncEventNames.size());
+static_assert(static_cast<std::size_t>(AsyncEventKind::kOther) == kAsyncEventKindCount - 1);
+static_assert(protocol::kRejectReasonMax == telemetry::kRejectReasonNames.size());
+static_assert(store::kOpCount == telemetry::kStoreOpNames.size());
+static_assert(store::kStatusCount == telemetry::kStoreStatusNames.size());
+static_assert(static_cast<std::size_t>(store::Op::kDelete) ==
+              static_cast<std::size_t>(telemetry::StoreOp::kDelete));
+
+std::size_t conn_state_index(State s) noexcept {
+  switch (s) {
+    case State::kIdle:
+    case State::kAddrResolving:
+    case State::kRouteResolving:
+    case State::kConnecting:
+    case State::kReqReceived:
+    case State::kAccepting:
+    case State::kEstablishedPendingAdopt:  // the core does not serve it until the ADOPT leaves the backlog
+      return 0;                            // handshake
+    case State::kOwnedByCore:
+      return 1;  // established
+    case State::kClosing:
+    case State::kDrained:
+      return 2;  // draining
+    case State::kBackoff:
+      return 3;  // failed: released, waiting to reconnect
+    case State::kDestroyed:
+      break;
+  }
+  return kNoConnState;
+}
+
+void ConnectionSnapshot::reset(std::size_t cores) {
+  by_core.assign(cores, Counts{});
+  unplaced = 0;
+}
+
+void ConnectionSnapshot::add(int core, State s) noexcept {
+  const std::size_t st = conn_state_index(s);
+  if (st == kNoConnState) return;
+  if (core < 0 || static_cast<std::size_t>(core) >= by_core.size()) {
+    ++unplaced;
+    return;
+  }
+  ++by_core[static_cast<std::size_t>(core)][st];
+}
+
+void publish_engine_counters(const EngineCounters& c, telemetry::CoreStats& b) noexcept {
+  using telemetry::Stat;
+  b.set(Stat::kAccepts, c.accepts);
+  for (std::size_t i = 0; i < telemetry::kRejectReasonNames.size(); ++i) {
+    b.set(telemetry::reject_stat(i), c.rejects_sent[i + 1]);  // index 0 is RejectReason::kNone
+  }
+  b.set(Stat::kReconnects, c.reconnects);
+
+  // core_failures counts every FAILED reply; dead_peers and failures_by_status only those whose connection
+  // was still known. What is neither is a completion error (or a stale reply).
+  std::uint64_t protocol_failures = 0;
+  for (const std::uint64_t n : c.failures_by_status) protocol_failures += n;
+  const std::uint64_t classified = protocol_failures + c.dead_peers;
+  b.set(telemetry::failure_stat(0), protocol_failures);
+  b.set(telemetry::failure_stat(1), c.dead_peers);
+  b.set(telemetry::failure_stat(2), c.core_failures > classified ? c.core_failures - classified : 0);
+
+  for (std::size_t i = 0; i < kAsyncEventKindCount; ++i)
+    b.set(telemetry::async_event_stat(i), c.async_by_kind[i]);
+}
+
+void publish_connections(const ConnectionSnapshot& s, std::span<telemetry::CoreStats* const> core_blocks,
+                         telemetry::CoreStats& control_block) noexcept {
+  for (std::size_t core = 0; core < core_blocks.size(); ++core) {
+    telemetry::CoreStats* b = core_blocks[core];
+    if (b == nullptr) continue;
+    for (std::size_t st = 0; st < telemetry::kConnStateNames.size(); ++st) {
+      b->set(telemetry::connection_stat(st), core < s.by_core.size() ? s.by_core[core][st] : 0);
+    }
+  }
+  control_block.set(telemetry::Stat::kConnectionsUnplaced, s.unplaced);
+}
+
+void publish_store_stats(const store::StoreStats& s, telemetry::CoreStats& b) noexcept {
+  using telemetry::Stat;
+  b.set(Stat::kStoreObjects, s.objects);
+  b.set(Stat::kStoreBytes, s.value_bytes);
+  b.set(Stat::kStoreAllocatedBytes, s.used_bytes);
+  b.set(Stat::kStoreCapacityBytes, s.capacity_bytes);
+  for (std::size_t op = 0; op < store::kOpCount; ++op) {
+    for (std::size_t st = 0; st < store::kStatusCount; ++st) {
+      b.set(telemetry::store_op_stat(static_cast<telemetry::StoreOp>(op), st), s.ops[op][st]);
+    }
+  }
+}
+
+}  // namespace rdmagate::control

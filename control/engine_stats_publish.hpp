@@ -1,0 +1,69 @@
+#pragma once
+// Control-thread half of the engine's telemetry (issue 6): copies the engine's plain EngineCounters, its
+// connection table and the store's StoreStats into telemetry::CoreStats blocks, with relaxed atomic_ref
+// stores (CoreStats::set), for the scrape-time StatsCollector to sum. Call it from the control thread every
+// poll turn or every ~100 ms; nothing here runs on a data-plane core.
+//
+// Who writes what (each slot has one writer):
+//   control block  accepts, rejects (sent) by reason, reconnects, connection failures by cause, async events
+//                  by kind, unplaced connections, and the store's gauges and operations (publish the store
+//                  into exactly one block: every block is summed)
+//   core blocks    the per-core connection gauges rdmagate_connections{core,state}; the core itself never
+//                  writes those slots (dataplane/core_stats_publish.hpp)
+// Protocol violations by code come from the cores' own counters (publish_core_counters), not from the
+// FAILED reports control receives: the same violation would otherwise be counted twice.
+//
+// The mapping (publish_engine_counters, publish_connections, publish_store_stats) is verbs-free and host
+// tested; publish_engine_stats is the thin adapter over a live Engine.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "control/connection_lifecycle.hpp"
+#include "control/engine.hpp"
+#include "dataplane/core_resources.hpp"
+#include "dataplane/store/store.hpp"
+#include "telemetry/stats.hpp"
+
+namespace rdmagate::control {
+
+// Index into telemetry::kConnStateNames for a lifecycle state, or kNoConnState for kDestroyed (gone,
+// waiting to be reaped: not counted).
+inline constexpr std::size_t kNoConnState = telemetry::kConnStateNames.size();
+std::size_t conn_state_index(State s) noexcept;
+
+// Connections the control thread holds, counted by engine core index and telemetry state.
+struct ConnectionSnapshot {
+  using Counts = std::array<std::uint64_t, telemetry::kConnStateNames.size()>;
+  std::vector<Counts> by_core;  // index: engine core (Connection::core())
+  std::uint64_t unplaced = 0;   // never placed on a core (core() < 0), any state
+
+  void reset(std::size_t cores);
+  // core: Connection::core() (-1 before the first placement).
+  void add(int core, State s) noexcept;
+};
+
+// Control block: accepts, rejects sent, reconnects, failures by cause, async events by kind.
+void publish_engine_counters(const EngineCounters& c, telemetry::CoreStats& control_block) noexcept;
+// core_blocks[i] is engine core i's block (null: skipped); `unplaced` goes to the control block.
+void publish_connections(const ConnectionSnapshot& s, std::span<telemetry::CoreStats* const> core_blocks,
+                         telemetry::CoreStats& control_block) noexcept;
+// Objects, value bytes, charged bytes, capacity, and operations by op and status.
+void publish_store_stats(const store::StoreStats& s, telemetry::CoreStats& block) noexcept;
+
+// Everything of a live engine: its counters and connection table into control_block, the connection gauges
+// into each core's CoreResources::stats block. Control thread (allocates a little; never on a core).
+inline void publish_engine_stats(const Engine& eng, telemetry::CoreStats& control_block) {
+  ConnectionSnapshot snap;
+  snap.reset(eng.core_count());
+  for (const Connection* c : eng.connections()) snap.add(c->core(), c->lifecycle().state());
+  std::vector<telemetry::CoreStats*> blocks(eng.core_count());
+  for (std::size_t i = 0; i < blocks.size(); ++i) blocks[i] = eng.core(i).stats;
+  publish_engine_counters(eng.counters(), control_block);
+  publish_connections(snap, blocks, control_block);
+}
+
+}  // namespace rdmagate::control
