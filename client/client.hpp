@@ -95,6 +95,16 @@ struct ClientStats {
   std::uint64_t registrations = 0, registration_cache_hits = 0;
   std::uint64_t reconnects = 0;
   std::uint32_t connections_up = 0;
+  // Added by the implementation (docs/client.md "Counters"): completions by cause, and answers that did
+  // not fit the protocol.
+  std::uint64_t unavailable = 0, shutdown = 0;
+  std::uint64_t protocol_errors = 0;  // answers completed kProtocol
+  std::uint64_t stale_answers = 0;    // answers naming no request in flight (ignored)
+  std::uint64_t pending_parked = 0;   // requests that waited for a connection with room
+  // Where the time goes, summed over requests (microseconds): submission to send (ring, pending FIFO) and
+  // send to answer (wire, gateway). Divide by sent / answered.
+  std::uint64_t sent = 0, answered = 0;
+  std::uint64_t queue_us_total = 0, answer_us_total = 0;
 };
 
 class ClientImpl;
@@ -106,7 +116,8 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // True once every gateway has at least one connection up (or false at the timeout).
+  // True once every gateway has at least one connection up on every core (each core keeps its own connection
+  // to each gateway, docs/client.md), or false at the timeout.
   bool wait_connected(std::chrono::milliseconds timeout);
 
   // Registered memory from the client's hugepage pool; empty span when the pool is exhausted.

@@ -1,0 +1,677 @@
+// The client library (client/client.hpp; design in docs/client.md): caller-side submission, registration
+// and buffer pool; the engine (active side) with one ObjectClientService per core; the control thread.
+#include "client/client.hpp"
+
+#include <infiniband/verbs.h>
+#include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_pause.h>
+#include <rte_ring.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "client/object_client_service.hpp"
+#include "control/engine.hpp"
+#include "dataplane/core_loop.hpp"
+#include "dataplane/eal_runtime.hpp"
+#include "dataplane/huge_buffer.hpp"
+#include "dataplane/verbs_backend.hpp"
+#include "protocol/object_wire.hpp"
+
+namespace rdmagate::client {
+
+const char* status_name(Status s) noexcept {
+  switch (s) {
+    case Status::kOk: return "ok";
+    case Status::kNotFound: return "not_found";
+    case Status::kTooLarge: return "too_large";
+    case Status::kNoSpace: return "no_space";
+    case Status::kBadRequest: return "bad_request";
+    case Status::kTooSmall: return "too_small";
+    case Status::kNoResources: return "no_resources";
+    case Status::kBulkFailed: return "bulk_failed";
+    case Status::kConnectionLost: return "connection_lost";
+    case Status::kUnavailable: return "unavailable";
+    case Status::kTimeout: return "timeout";
+    case Status::kBusy: return "busy";
+    case Status::kRegistration: return "registration";
+    case Status::kShutdown: return "shutdown";
+    case Status::kProtocol: return "protocol";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using Loop = dataplane::CoreLoop<dataplane::VerbsBackend, ObjectClientService>;
+
+std::atomic<std::uint64_t> g_next_client_id{1};
+
+// EAL belongs to the process: once initialised here it stays up until exit (it cannot be initialised twice,
+// not even after rte_eal_cleanup), so a later client in the same process reuses it.
+std::mutex g_eal_mu;
+dataplane::EalRuntime* g_eal = nullptr;              // deliberately never freed
+std::vector<std::string>* g_eal_argv_store = nullptr;  // rte_eal_init keeps pointers into argv
+std::vector<char*>* g_eal_argv = nullptr;
+
+bool eal_up() { return dataplane::EalRuntime::initialised_in_process() || rte_lcore_count() > 0; }
+
+bool ensure_eal(const ClientConfig& cfg, std::string* error) {
+  std::lock_guard<std::mutex> lock(g_eal_mu);
+  if (eal_up()) return true;
+  if (!cfg.eal_args.empty()) {
+    g_eal_argv_store = new std::vector<std::string>();
+    g_eal_argv_store->push_back("rdmagate-client");
+    for (const auto& a : cfg.eal_args) g_eal_argv_store->push_back(a);
+    g_eal_argv = new std::vector<char*>();
+    for (auto& a : *g_eal_argv_store) g_eal_argv->push_back(a.data());
+    g_eal_argv->push_back(nullptr);
+    if (rte_eal_init(static_cast<int>(g_eal_argv->size() - 1), g_eal_argv->data()) < 0) {
+      *error = std::string("rte_eal_init: ") + rte_strerror(rte_errno);
+      return false;
+    }
+    return true;
+  }
+  // Derived: lcore 0 (the caller's thread) plus one lcore per data-plane core, spread over the CPUs.
+  unsigned top = cfg.cores;
+  for (unsigned l : cfg.lcores) top = std::max(top, l);
+  const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
+  dataplane::EalOptions opts;
+  opts.program_name = "rdmagate-client";
+  opts.lcores.clear();
+  for (unsigned l = 0; l <= top; ++l) {
+    if (!opts.lcores.empty()) opts.lcores += ",";
+    opts.lcores += std::to_string(l) + "@" + std::to_string(l % ncpu);
+  }
+  opts.main_lcore = 0;
+  auto eal = dataplane::EalRuntime::init(opts, error);
+  if (!eal) return false;
+  g_eal = eal.release();
+  return true;
+}
+
+void sync_done(void* arg, const Result& r);
+
+struct SyncWait {
+  std::atomic<bool> done{false};
+  Result result;
+};
+
+void sync_done(void* arg, const Result& r) {
+  auto* w = static_cast<SyncWait*>(arg);
+  w->result = r;
+  w->done.store(true, std::memory_order_release);
+}
+
+// A ring of descriptor pointers holding up to `count` entries. The name carries the client's id: rte_ring
+// names are process-global.
+rte_ring* make_ring(const std::string& name, std::uint32_t count, unsigned flags, std::string* error) {
+  rte_ring* r = rte_ring_create(name.c_str(), count, SOCKET_ID_ANY, flags | RING_F_EXACT_SZ);
+  if (r == nullptr) *error = "rte_ring_create " + name + ": " + rte_strerror(rte_errno);
+  return r;
+}
+
+// Caller threads pick a core once per client, round robin, so two threads land on different cores.
+struct ThreadCore {
+  std::uint64_t client_id = 0;
+  unsigned core = 0;
+};
+thread_local ThreadCore tl_core;
+
+constexpr std::size_t kPoolAlign = 64;
+
+}  // namespace
+
+// ---- the implementation ----------------------------------------------------------------------------------
+
+class ClientImpl {
+ public:
+  explicit ClientImpl(const ClientConfig& cfg) : cfg_(cfg), id_(g_next_client_id.fetch_add(1)) {}
+  ~ClientImpl();
+
+  bool start(std::string* error);
+  bool wait_connected(std::chrono::milliseconds timeout);
+  std::span<std::byte> alloc_buffer(std::size_t bytes);
+  void free_buffer(std::span<std::byte> buffer);
+  void release_buffer(const void* data);
+  Status submit(ReqOp op, std::string_view key, void* buf, std::size_t size, Callback cb, void* arg);
+  Result submit_sync(ReqOp op, std::string_view key, void* buf, std::size_t size);
+  std::uint32_t max_inline_put(std::size_t key_len) const {
+    return protocol::max_inline_put_value(min_message_.load(std::memory_order_acquire), key_len);
+  }
+  std::uint32_t max_inline_get() const {
+    return protocol::max_inline_get_value(min_message_.load(std::memory_order_acquire));
+  }
+  ClientStats stats() const;
+
+ private:
+  struct RegEntry {
+    std::uintptr_t end = 0;
+    ibv_mr* mr = nullptr;
+    bool writable = false;
+  };
+
+  void control_main();
+  void publish_st();
+  // The keys of a registration covering [p, p + len) (writable: GET destinations): the pool's, a cached one,
+  // or a new one. kOk or kRegistration.
+  Status keys_for(const void* p, std::size_t len, bool writable, std::uint32_t* lkey, std::uint32_t* rkey);
+
+  ClientConfig cfg_;
+  const std::uint64_t id_;
+  unsigned cores_ = 1;
+  std::uint64_t tsc_hz_ = 1;
+  std::unique_ptr<control::Engine> engine_;
+  std::vector<std::unique_ptr<ObjectClientService>> services_;
+  std::vector<rte_ring*> submit_rings_;
+  rte_ring* free_ring_ = nullptr;
+  std::vector<RequestDesc> descs_;
+  std::uint32_t pool_size_ = 0;
+
+  // Connections: index i = gateway * per_gateway + j, pinned to core j % cores.
+  std::uint32_t per_gateway_ = 1;
+  std::vector<std::uint64_t> conn_ids_;
+  std::vector<std::uint32_t> conn_gateway_, conn_core_;
+  std::unique_ptr<std::atomic<bool>[]> close_request_;
+
+  // Control thread and teardown.
+  std::thread control_;
+  std::atomic<bool> stop_control_{false};
+  std::atomic<int> phase_{0};  // 1: begin the engine's shutdown; 2: every connection is gone
+  std::atomic<bool> shutting_{false};     // refuse new submissions
+  std::atomic<bool> svc_shutdown_{false};  // the services fail what they hold with kShutdown
+
+  // Published by the control thread.
+  std::unique_ptr<std::atomic<bool>[]> up_;  // [gateway * cores + core]: a connection of that pair is up
+  std::atomic<std::uint32_t> connections_up_{0};
+  std::atomic<std::uint32_t> min_message_{0};
+  std::atomic<std::uint64_t> reconnects_{0};
+
+  // Buffer pool: one hugepage region, one MR; first-fit ranges under a mutex (caller threads only).
+  dataplane::HugeBuffer pool_;
+  ibv_mr* pool_mr_ = nullptr;
+  std::mutex pool_mu_;
+  std::map<std::size_t, std::size_t> pool_free_;            // offset -> bytes
+  std::unordered_map<std::size_t, std::size_t> pool_used_;  // offset -> bytes
+
+  // Registration cache: page-range keyed, caller threads only (the cores never touch it).
+  std::mutex reg_mu_;
+  std::multimap<std::uintptr_t, RegEntry> reg_;
+  std::uintptr_t reg_max_len_ = 0;
+  std::uintptr_t page_ = 4096;
+
+  std::atomic<std::uint64_t> submitted_{0}, busy_{0}, registrations_{0}, cache_hits_{0};
+  std::atomic<unsigned> next_core_{0};
+};
+
+bool ClientImpl::start(std::string* error) {
+  const ClientConfig& c = cfg_;
+  if (c.gateways.empty()) return *error = "client: no gateway configured", false;
+  if (c.cores == 0) return *error = "client: cores must be >= 1", false;
+  if (c.connections_per_gateway == 0) return *error = "client: connections_per_gateway must be >= 1", false;
+  if (c.max_inflight_per_conn == 0 || c.max_inflight_per_conn > 0xffff) {
+    return *error = "client: max_inflight_per_conn must be 1..65535", false;
+  }
+  if (c.queue_depth < protocol::kMinCreditQueueDepth) return *error = "client: queue_depth below 4", false;
+  if (c.max_message < protocol::kMinMessageSize || c.max_message > protocol::kMaxMessageSizeCap) {
+    return *error = "client: max_message outside 64..1 MiB", false;
+  }
+  if (!c.lcores.empty() && c.lcores.size() != c.cores) {
+    return *error = "client: lcores names " + std::to_string(c.lcores.size()) + " lcores for " +
+                    std::to_string(c.cores) + " cores", false;
+  }
+  cores_ = c.cores;
+  const long pg = sysconf(_SC_PAGESIZE);
+  page_ = pg > 0 ? static_cast<std::uintptr_t>(pg) : 4096;
+  if (!ensure_eal(c, error)) return false;
+  tsc_hz_ = rte_get_tsc_hz() != 0 ? rte_get_tsc_hz() : 1'000'000'000ull;
+  min_message_.store(c.max_message, std::memory_order_release);
+
+  std::vector<unsigned> lcores = c.lcores;
+  if (lcores.empty()) {
+    unsigned l;
+    RTE_LCORE_FOREACH_WORKER(l) {
+      if (lcores.size() == c.cores) break;
+      lcores.push_back(l);
+    }
+    if (lcores.size() != c.cores) {
+      return *error = "client: EAL has " + std::to_string(lcores.size()) + " worker lcores, need " +
+                      std::to_string(c.cores), false;
+    }
+  }
+
+  // Every core keeps a connection to every gateway (a request is sent by the core it was submitted to).
+  per_gateway_ = std::max(c.connections_per_gateway, c.cores);
+  const std::uint32_t conns = static_cast<std::uint32_t>(c.gateways.size()) * per_gateway_;
+  const std::uint32_t conns_per_core = (conns + c.cores - 1) / c.cores;
+
+  control::EngineConfig ec;
+  ec.name = "client";
+  ec.device = c.device;
+  ec.passive = false;
+  for (unsigned i = 0; i < c.cores; ++i) {
+    dataplane::CoreConfig cc;
+    cc.lcore = lcores[i];
+    cc.max_conns = conns_per_core + 2;
+    cc.rx_per_conn = c.queue_depth;
+    cc.tx_per_conn = 2u * c.queue_depth + 16;
+    cc.buf_size = c.max_message;
+    cc.idle = c.yield_when_idle ? dataplane::IdlePolicy::kYield : dataplane::IdlePolicy::kBusy;
+    cc.idle_yield_after = 64;
+    cc.bulk_bytes_per_conn = 0;  // chunks name the caller's memory; the client has no bounce buffer
+    ec.cores.push_back(cc);
+  }
+  ec.local.params = protocol::ConnParams{c.queue_depth, c.max_message, protocol::kMaxFragments, 0xffffffffu};
+  ec.backoff.min = std::chrono::milliseconds(50);
+  ec.backoff.max = std::chrono::seconds(2);
+  ec.handshake_timeout = c.connect_timeout;
+  engine_ = control::Engine::create(ec, error);
+  if (!engine_) return false;
+
+  if (c.pool_bytes != 0) {
+    pool_ = dataplane::HugeBuffer::allocate(c.pool_bytes, -1, 4096, error);
+    if (!pool_) return *error = "client: buffer pool: " + *error, false;
+    pool_mr_ = ibv_reg_mr(engine_->pd(), pool_.data(), pool_.size(),
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+    if (pool_mr_ == nullptr) return *error = std::string("client: ibv_reg_mr(pool): ") + std::strerror(errno), false;
+    pool_free_[0] = pool_.size();
+  }
+
+  // Descriptors: enough for every connection's table twice over (the rest wait in the FIFOs).
+  pool_size_ = std::max<std::uint32_t>(1024, 2 * conns * c.max_inflight_per_conn);
+  descs_ = std::vector<RequestDesc>(pool_size_);
+  free_ring_ = make_ring("rgc" + std::to_string(id_) + "_free", pool_size_, 0, error);
+  if (free_ring_ == nullptr) return false;
+  for (RequestDesc& d : descs_) {
+    if (rte_ring_mp_enqueue(free_ring_, &d) != 0) return *error = "client: free ring too small", false;
+  }
+  for (unsigned i = 0; i < c.cores; ++i) {
+    rte_ring* r = make_ring("rgc" + std::to_string(id_) + "_s" + std::to_string(i), pool_size_, RING_F_SC_DEQ, error);
+    if (r == nullptr) return false;
+    submit_rings_.push_back(r);
+  }
+
+  // Connections first (the control loop does not run yet, so none can reach a core before the services
+  // know their handles), then the services, then the cores and the control thread.
+  close_request_ = std::make_unique<std::atomic<bool>[]>(conns);
+  up_ = std::make_unique<std::atomic<bool>[]>(c.gateways.size() * c.cores);
+  std::vector<ServiceConfig> scfg(c.cores);
+  for (unsigned i = 0; i < c.cores; ++i) {
+    ServiceConfig& s = scfg[i];
+    s.core = i;
+    s.owner_id = id_;
+    s.submit = submit_rings_[i];
+    s.free_descs = free_ring_;
+    s.gateways = static_cast<std::uint32_t>(c.gateways.size());
+    s.pool_size = pool_size_;
+    s.max_inflight_per_conn = c.max_inflight_per_conn;
+    s.timeout_tsc = static_cast<std::uint64_t>(c.request_timeout.count()) * tsc_hz_ / 1000;
+    s.shutdown = &svc_shutdown_;
+  }
+  for (std::uint32_t g = 0; g < c.gateways.size(); ++g) {
+    for (std::uint32_t j = 0; j < per_gateway_; ++j) {
+      const unsigned core = j % c.cores;
+      const std::uint64_t id = engine_->connect(c.gateways[g].address, c.gateways[g].port, error, true,
+                                                static_cast<int>(core));
+      if (id == 0) return false;
+      const std::size_t idx = conn_ids_.size();
+      conn_ids_.push_back(id);
+      conn_gateway_.push_back(g);
+      conn_core_.push_back(core);
+      scfg[core].conns.push_back(ServiceConnSpec{engine_->find(id)->handle().value, g, &close_request_[idx]});
+    }
+  }
+  std::vector<std::unique_ptr<control::CoreRunner>> runners;
+  for (unsigned i = 0; i < c.cores; ++i) {
+    services_.push_back(std::make_unique<ObjectClientService>(std::move(scfg[i])));
+    runners.push_back(std::make_unique<control::CoreRunnerOf<Loop>>(engine_->core(i), *services_.back()));
+  }
+  if (!engine_->launch_cores(std::move(runners), error)) return false;
+  control_ = std::thread([this] { control_main(); });
+  return true;
+}
+
+void ClientImpl::control_main() {
+  bool begun = false;
+  while (!stop_control_.load(std::memory_order_acquire)) {
+    engine_->poll_st(1);
+    for (std::size_t i = 0; i < conn_ids_.size(); ++i) {
+      if (close_request_[i].exchange(false, std::memory_order_acq_rel)) {
+        engine_->close_st(conn_ids_[i], dataplane::CloseReason::kLocal);
+      }
+    }
+    publish_st();
+    if (!begun && phase_.load(std::memory_order_acquire) == 1) {
+      engine_->begin_shutdown_st();
+      begun = true;
+    }
+    if (begun && engine_->drained_st()) phase_.store(2, std::memory_order_release);
+  }
+}
+
+void ClientImpl::publish_st() {
+  const std::size_t pairs = cfg_.gateways.size() * cores_;
+  std::vector<bool> up(pairs, false);
+  std::uint32_t n = 0;
+  std::uint32_t min_msg = 0;
+  for (std::size_t i = 0; i < conn_ids_.size(); ++i) {
+    const control::Connection* c = engine_->find(conn_ids_[i]);
+    if (c == nullptr || c->lifecycle().state() != control::State::kOwnedByCore) continue;
+    ++n;
+    up[conn_gateway_[i] * cores_ + conn_core_[i]] = true;
+    const std::uint32_t m = c->session().params.max_message_size;
+    if (min_msg == 0 || m < min_msg) min_msg = m;
+  }
+  for (std::size_t i = 0; i < pairs; ++i) up_[i].store(up[i], std::memory_order_release);
+  connections_up_.store(n, std::memory_order_release);
+  // Keep the last known value while nothing is up: the threshold decides which buffers get registered.
+  if (min_msg != 0) min_message_.store(min_msg, std::memory_order_release);
+  reconnects_.store(engine_->counters().reconnects, std::memory_order_relaxed);
+}
+
+ClientImpl::~ClientImpl() {
+  shutting_.store(true, std::memory_order_release);
+  svc_shutdown_.store(true, std::memory_order_release);
+  if (control_.joinable()) {
+    phase_.store(1, std::memory_order_release);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (phase_.load(std::memory_order_acquire) != 2 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    stop_control_.store(true, std::memory_order_release);
+    control_.join();
+  }
+  if (engine_) engine_->stop_cores_st();
+  // The cores have stopped: whatever a core still held (a connection that did not close in time, a
+  // submission that raced the shutdown) fails here, on this thread.
+  for (auto& s : services_) s->fail_all_after_stop(Status::kShutdown);
+  {
+    std::lock_guard<std::mutex> lock(reg_mu_);
+    for (auto& [start, e] : reg_) ibv_dereg_mr(e.mr);
+    reg_.clear();
+  }
+  if (pool_mr_ != nullptr) ibv_dereg_mr(pool_mr_);
+  pool_mr_ = nullptr;
+  engine_.reset();  // QPs, CQs, PD
+  services_.clear();
+  for (rte_ring* r : submit_rings_) rte_ring_free(r);
+  if (free_ring_ != nullptr) rte_ring_free(free_ring_);
+  pool_.reset();
+}
+
+bool ClientImpl::wait_connected(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const std::size_t pairs = cfg_.gateways.size() * cores_;
+  for (;;) {
+    bool all = up_ != nullptr;
+    for (std::size_t i = 0; all && i < pairs; ++i) all = up_[i].load(std::memory_order_acquire);
+    if (all) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+std::span<std::byte> ClientImpl::alloc_buffer(std::size_t bytes) {
+  if (!pool_ || bytes == 0) return {};
+  const std::size_t need = (bytes + kPoolAlign - 1) / kPoolAlign * kPoolAlign;
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  for (auto it = pool_free_.begin(); it != pool_free_.end(); ++it) {
+    if (it->second < need) continue;
+    const std::size_t off = it->first;
+    const std::size_t left = it->second - need;
+    pool_free_.erase(it);
+    if (left != 0) pool_free_[off + need] = left;
+    pool_used_[off] = need;
+    return {reinterpret_cast<std::byte*>(pool_.bytes() + off), bytes};
+  }
+  return {};
+}
+
+void ClientImpl::free_buffer(std::span<std::byte> buffer) {
+  if (!pool_ || buffer.data() == nullptr) return;
+  const auto* p = reinterpret_cast<const std::uint8_t*>(buffer.data());
+  if (p < pool_.bytes() || p >= pool_.bytes() + pool_.size()) return;
+  const std::size_t off = static_cast<std::size_t>(p - pool_.bytes());
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  auto used = pool_used_.find(off);
+  if (used == pool_used_.end()) return;  // not ours, or freed twice
+  std::size_t start = off;
+  std::size_t len = used->second;
+  pool_used_.erase(used);
+  // Coalesce with the neighbours.
+  auto next = pool_free_.lower_bound(start);
+  if (next != pool_free_.end() && next->first == start + len) {
+    len += next->second;
+    next = pool_free_.erase(next);
+  }
+  if (next != pool_free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == start) {
+      start = prev->first;
+      len += prev->second;
+      pool_free_.erase(prev);
+    }
+  }
+  pool_free_[start] = len;
+}
+
+void ClientImpl::release_buffer(const void* data) {
+  const auto a = reinterpret_cast<std::uintptr_t>(data);
+  std::lock_guard<std::mutex> lock(reg_mu_);
+  for (auto it = reg_.begin(); it != reg_.end();) {
+    if (it->first <= a && a < it->second.end) {
+      ibv_dereg_mr(it->second.mr);
+      it = reg_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Status ClientImpl::keys_for(const void* p, std::size_t len, bool writable, std::uint32_t* lkey,
+                            std::uint32_t* rkey) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  if (pool_ && p >= pool_.data() && len <= pool_.size() &&
+      a - reinterpret_cast<std::uintptr_t>(pool_.data()) <= pool_.size() - len) {
+    *lkey = pool_mr_->lkey;
+    *rkey = pool_mr_->rkey;
+    return Status::kOk;
+  }
+  if (a + len < a) return Status::kRegistration;
+  std::lock_guard<std::mutex> lock(reg_mu_);
+  // Entries start at or below a; a covering one starts no further back than the longest entry.
+  for (auto it = reg_.upper_bound(a); it != reg_.begin();) {
+    --it;
+    if (a - it->first > reg_max_len_) break;
+    if (it->second.end >= a + len && (it->second.writable || !writable)) {
+      cache_hits_.fetch_add(1, std::memory_order_relaxed);
+      *lkey = it->second.mr->lkey;
+      *rkey = it->second.mr->rkey;
+      return Status::kOk;
+    }
+  }
+  const std::uintptr_t start = a / page_ * page_;
+  const std::uintptr_t end = (a + len + page_ - 1) / page_ * page_;
+  ibv_mr* mr = ibv_reg_mr(engine_->pd(), reinterpret_cast<void*>(start), end - start,
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+  bool w = true;
+  if (mr == nullptr && !writable) {
+    // A PUT from read-only memory (e.g. a string literal): the gateway only needs to READ it.
+    mr = ibv_reg_mr(engine_->pd(), reinterpret_cast<void*>(start), end - start, IBV_ACCESS_REMOTE_READ);
+    w = false;
+  }
+  if (mr == nullptr) return Status::kRegistration;
+  registrations_.fetch_add(1, std::memory_order_relaxed);
+  reg_.emplace(start, RegEntry{end, mr, w});
+  reg_max_len_ = std::max(reg_max_len_, end - start);
+  *lkey = mr->lkey;
+  *rkey = mr->rkey;
+  return Status::kOk;
+}
+
+Status ClientImpl::submit(ReqOp op, std::string_view key, void* buf, std::size_t size, Callback cb, void* arg) {
+  if (shutting_.load(std::memory_order_acquire)) return Status::kShutdown;
+  if (key.empty() || key.size() > protocol::kMaxKeyLength || cb == nullptr) return Status::kBadRequest;
+  if (op != ReqOp::kDelete && size != 0 && buf == nullptr) return Status::kBadRequest;
+  const std::uint32_t msg = min_message_.load(std::memory_order_acquire);
+  const bool chunk = (op == ReqOp::kPut && size > protocol::max_inline_put_value(msg, key.size())) ||
+                     (op == ReqOp::kGet && size > protocol::max_inline_get_value(msg));
+  std::uint32_t lkey = 0, rkey = 0;
+  if (chunk) {
+    const Status st = keys_for(buf, size, op == ReqOp::kGet, &lkey, &rkey);
+    if (st != Status::kOk) return st;
+  }
+  void* slot = nullptr;
+  if (rte_ring_mc_dequeue(free_ring_, &slot) != 0) {
+    busy_.fetch_add(1, std::memory_order_relaxed);
+    return Status::kBusy;
+  }
+  auto* d = static_cast<RequestDesc*>(slot);
+  d->op = op;
+  d->key_len = static_cast<std::uint8_t>(key.size());
+  std::memcpy(d->key, key.data(), key.size());
+  d->registered = chunk;
+  d->gateway = static_cast<std::uint32_t>(std::hash<std::string_view>{}(key) % cfg_.gateways.size());
+  d->buf = buf;
+  d->size = size;
+  d->lkey = lkey;
+  d->rkey = rkey;
+  d->cb = cb;
+  d->arg = arg;
+  d->submit_tsc = rte_rdtsc();
+  submitted_.fetch_add(1, std::memory_order_relaxed);
+  if (ObjectClientService* s = ObjectClientService::current(id_)) {
+    s->submit_direct_st(d);  // a callback on one of our cores: no ring
+    return Status::kOk;
+  }
+  if (tl_core.client_id != id_) {
+    tl_core.client_id = id_;
+    tl_core.core = next_core_.fetch_add(1, std::memory_order_relaxed) % cores_;
+  }
+  if (rte_ring_mp_enqueue(submit_rings_[tl_core.core], d) != 0) {
+    // Cannot happen (the ring holds the whole pool); never lose the descriptor if it does.
+    submitted_.fetch_sub(1, std::memory_order_relaxed);
+    rte_ring_mp_enqueue(free_ring_, d);
+    busy_.fetch_add(1, std::memory_order_relaxed);
+    return Status::kBusy;
+  }
+  return Status::kOk;
+}
+
+Result ClientImpl::submit_sync(ReqOp op, std::string_view key, void* buf, std::size_t size) {
+  Result r;
+  if (ObjectClientService::current(id_) != nullptr) {
+    r.status = Status::kBadRequest;  // on one of our cores the answer could never be polled: refuse
+    return r;
+  }
+  SyncWait w;
+  const Status st = submit(op, key, buf, size, sync_done, &w);
+  if (st != Status::kOk) {
+    r.status = st;
+    return r;
+  }
+  // Spin briefly (a core with a CPU of its own answers in microseconds), yield a little, then sleep with
+  // doubling naps (10 us .. 1 ms). A waiter that keeps yielding or waking every few microseconds steals the
+  // CPU it shares with a polling core and the kernel's softirq work: in the 2-vCPU guest, 20 us naps made
+  // a sync DELETE take 11 ms, 1 ms naps 0.75 ms (docs/client.md "Sync calls").
+  unsigned nap_us = 10;
+  for (unsigned i = 0; !w.done.load(std::memory_order_acquire); ++i) {
+    if (i < 512) {
+      rte_pause();
+    } else if (i < 512 + 16) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(nap_us));
+      nap_us = std::min(nap_us * 2, 1000u);
+    }
+  }
+  return w.result;
+}
+
+ClientStats ClientImpl::stats() const {
+  ClientStats s;
+  for (const auto& svc : services_) {
+    const ServiceCounters& c = svc->counters();
+    s.completed += c.completed.load(std::memory_order_relaxed);
+    s.inline_puts += c.inline_puts.load(std::memory_order_relaxed);
+    s.chunked_puts += c.chunked_puts.load(std::memory_order_relaxed);
+    s.inline_gets += c.inline_gets.load(std::memory_order_relaxed);
+    s.chunked_gets += c.chunked_gets.load(std::memory_order_relaxed);
+    s.connection_lost += c.connection_lost.load(std::memory_order_relaxed);
+    s.timeouts += c.timeouts.load(std::memory_order_relaxed);
+    s.unavailable += c.unavailable.load(std::memory_order_relaxed);
+    s.shutdown += c.shutdown.load(std::memory_order_relaxed);
+    s.protocol_errors += c.protocol_errors.load(std::memory_order_relaxed);
+    s.stale_answers += c.stale_answers.load(std::memory_order_relaxed);
+    s.pending_parked += c.pending_parked.load(std::memory_order_relaxed);
+    s.sent += c.inline_puts.load(std::memory_order_relaxed) + c.chunked_puts.load(std::memory_order_relaxed) +
+              c.inline_gets.load(std::memory_order_relaxed) + c.chunked_gets.load(std::memory_order_relaxed) +
+              c.deletes.load(std::memory_order_relaxed);
+    s.answered += c.answered.load(std::memory_order_relaxed);
+    s.queue_us_total += c.queue_tsc.load(std::memory_order_relaxed) * 1'000'000 / tsc_hz_;
+    s.answer_us_total += c.answer_tsc.load(std::memory_order_relaxed) * 1'000'000 / tsc_hz_;
+  }
+  // Read after the completions: submitted >= completed in every snapshot.
+  s.submitted = submitted_.load(std::memory_order_acquire);
+  s.busy = busy_.load(std::memory_order_relaxed);
+  s.registrations = registrations_.load(std::memory_order_relaxed);
+  s.registration_cache_hits = cache_hits_.load(std::memory_order_relaxed);
+  s.reconnects = reconnects_.load(std::memory_order_relaxed);
+  s.connections_up = connections_up_.load(std::memory_order_acquire);
+  return s;
+}
+
+// ---- Client ------------------------------------------------------------------------------------------------
+
+Client::Client(std::unique_ptr<ClientImpl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+std::unique_ptr<Client> Client::create(const ClientConfig& config, std::string* error) {
+  std::string local;
+  if (error == nullptr) error = &local;
+  auto impl = std::make_unique<ClientImpl>(config);
+  if (!impl->start(error)) return nullptr;
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+bool Client::wait_connected(std::chrono::milliseconds timeout) { return impl_->wait_connected(timeout); }
+std::span<std::byte> Client::alloc_buffer(std::size_t bytes) { return impl_->alloc_buffer(bytes); }
+void Client::free_buffer(std::span<std::byte> buffer) { impl_->free_buffer(buffer); }
+void Client::release_buffer(const void* data) { impl_->release_buffer(data); }
+
+Status Client::put_async(std::string_view key, const void* value, std::size_t size, Callback cb, void* arg) {
+  // The descriptor carries one pointer for both directions; a PUT's value is only ever read.
+  return impl_->submit(ReqOp::kPut, key, const_cast<void*>(value), size, cb, arg);
+}
+Status Client::get_async(std::string_view key, void* buffer, std::size_t capacity, Callback cb, void* arg) {
+  return impl_->submit(ReqOp::kGet, key, buffer, capacity, cb, arg);
+}
+Status Client::del_async(std::string_view key, Callback cb, void* arg) {
+  return impl_->submit(ReqOp::kDelete, key, nullptr, 0, cb, arg);
+}
+Result Client::put(std::string_view key, const void* value, std::size_t size) {
+  return impl_->submit_sync(ReqOp::kPut, key, const_cast<void*>(value), size);
+}
+Result Client::get(std::string_view key, void* buffer, std::size_t capacity) {
+  return impl_->submit_sync(ReqOp::kGet, key, buffer, capacity);
+}
+Result Client::del(std::string_view key) { return impl_->submit_sync(ReqOp::kDelete, key, nullptr, 0); }
+
+std::uint32_t Client::max_inline_put(std::size_t key_len) const { return impl_->max_inline_put(key_len); }
+std::uint32_t Client::max_inline_get() const { return impl_->max_inline_get(); }
+ClientStats Client::stats() const { return impl_->stats(); }
+
+}  // namespace rdmagate::client

@@ -1,0 +1,579 @@
+#pragma once
+// The client library's data-plane service (docs/client.md): one per client core, run by
+// CoreLoop<VerbsBackend, ObjectClientService>. Active side of the object protocol (protocol/object_wire.hpp).
+//
+// Each loop iteration (on_poll_st) it takes requests from
+//   - its direct FIFO (requests issued by callbacks running on this core: no ring, no atomics),
+//   - its submission ring (MPSC rte_ring of RequestDesc*, filled by caller threads),
+//   - its per-gateway pending FIFOs (requests that found no connection with room),
+// sends each on the connection to the key's gateway, pinned to this core, with the fewest requests in flight,
+// and keeps it in that connection's in-flight table (indexed by the cookie's low 16 bits; the high bits are a
+// sequence number, so a late or forged answer never completes the wrong request). Answers complete the
+// request with the mapped status and run the caller's callback here, on the core.
+//
+// Nothing is dropped: every accepted request is completed exactly once (answer, kConnectionLost when its
+// connection closes, kTimeout when it outlived request_timeout (its connection is then closed, and the
+// request completes at the close, once the QP is in ERR and the gateway can no longer touch the caller's
+// buffer), kUnavailable when no connection took it in time, kShutdown when the client goes away).
+//
+// Hot path rules: no allocation (every table is sized in the constructor), no locks, no syscalls.
+
+#include <rte_cycles.h>
+#include <rte_ring.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "client/client.hpp"
+#include "dataplane/core_conn.hpp"
+#include "protocol/message.hpp"
+#include "protocol/object_wire.hpp"
+
+namespace rdmagate::client {
+
+enum class ReqOp : std::uint8_t { kPut = 0, kGet = 1, kDelete = 2 };
+
+// One request, from submission to completion. Filled on the caller's thread (the ring's release/acquire
+// publishes it), owned by one core from dequeue to completion, then returned to the free ring.
+struct alignas(64) RequestDesc {
+  ReqOp op = ReqOp::kGet;
+  std::uint8_t key_len = 0;
+  bool registered = false;      // lkey/rkey name a registration covering [buf, buf + size)
+  std::uint32_t gateway = 0;    // hash(key) % gateways, computed by the caller
+  void* buf = nullptr;          // PUT: the value; GET: the destination
+  std::uint64_t size = 0;       // PUT: value bytes; GET: capacity
+  std::uint32_t lkey = 0;
+  std::uint32_t rkey = 0;
+  Callback cb = nullptr;
+  void* arg = nullptr;
+  std::uint64_t submit_tsc = 0;
+  char key[protocol::kMaxKeyLength];
+};
+
+// Counters of one core's service: written by that core only (relaxed load + store), read by anyone.
+struct ServiceCounters {
+  std::atomic<std::uint64_t> completed{0};
+  std::atomic<std::uint64_t> inline_puts{0}, chunked_puts{0}, inline_gets{0}, chunked_gets{0}, deletes{0};
+  std::atomic<std::uint64_t> connection_lost{0}, timeouts{0}, unavailable{0}, shutdown{0};
+  std::atomic<std::uint64_t> protocol_errors{0};   // answers we could not map (completed kProtocol)
+  std::atomic<std::uint64_t> stale_answers{0};     // answers naming no request in flight (ignored)
+  std::atomic<std::uint64_t> send_refused{0};      // send_st refused a request (completed kBadRequest)
+  std::atomic<std::uint64_t> unregistered{0};      // a chunk was needed but the caller did not register
+  std::atomic<std::uint64_t> unknown_conns{0};     // adopted a connection that is not in our table
+  std::atomic<std::uint64_t> unexpected{0};        // requests from the gateway
+  std::atomic<std::uint64_t> close_requests{0};    // connections we asked control to close (timeouts)
+  std::atomic<std::uint64_t> pending_parked{0};    // requests that had to wait for a connection
+  std::atomic<std::uint64_t> queue_tsc{0};   // sum over sent requests: submission -> send (TSC cycles)
+  std::atomic<std::uint64_t> answer_tsc{0};  // sum over answered requests: send -> answer (TSC cycles)
+  std::atomic<std::uint64_t> answered{0};
+};
+
+inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+// A connection of this core as the client set it up: control fills it before the cores are launched.
+struct ServiceConnSpec {
+  std::uint64_t handle = 0;          // ConnHandle::value of the engine connection (stable over reconnects)
+  std::uint32_t gateway = 0;
+  std::atomic<bool>* close_request = nullptr;  // set by the core; control closes the connection
+};
+
+struct ServiceConfig {
+  unsigned core = 0;
+  std::uint64_t owner_id = 0;    // the client's process-unique id (callbacks on this core submit directly)
+  rte_ring* submit = nullptr;    // MPSC: caller threads -> this core
+  rte_ring* free_descs = nullptr;  // MPMC: descriptors back to the pool
+  std::uint32_t gateways = 1;
+  std::uint32_t pool_size = 1024;  // descriptors in the pool: no FIFO here can hold more
+  std::uint32_t max_inflight_per_conn = 32;
+  // Chunk requests a connection may have in flight: a core runs one transfer at a time and queues
+  // dataplane::kChunkQueue more; beyond that the gateway answers kNoResources. The rest wait here.
+  std::uint32_t max_chunked_per_conn = dataplane::kChunkQueue;
+  std::uint64_t timeout_tsc = 0;
+  std::vector<ServiceConnSpec> conns;
+  const std::atomic<bool>* shutdown = nullptr;  // the client is going away: fail everything with kShutdown
+};
+
+inline Status map_object_status(std::uint32_t s) noexcept {
+  using protocol::ObjectStatus;
+  switch (static_cast<ObjectStatus>(s)) {
+    case ObjectStatus::kOk: return Status::kOk;
+    case ObjectStatus::kBulkFailed: return Status::kBulkFailed;
+    case ObjectStatus::kTooSmall: return Status::kTooSmall;
+    case ObjectStatus::kNoResources: return Status::kNoResources;
+    case ObjectStatus::kBadRequest: return Status::kBadRequest;
+    case ObjectStatus::kNotFound: return Status::kNotFound;
+    case ObjectStatus::kTooLarge: return Status::kTooLarge;
+    case ObjectStatus::kNoSpace: return Status::kNoSpace;
+    case ObjectStatus::kUnknownOpcode: return Status::kProtocol;
+  }
+  return Status::kProtocol;
+}
+
+inline std::uint16_t opcode_of(ReqOp op) noexcept {
+  switch (op) {
+    case ReqOp::kPut: return static_cast<std::uint16_t>(protocol::ObjectOpcode::kPut);
+    case ReqOp::kGet: return static_cast<std::uint16_t>(protocol::ObjectOpcode::kGet);
+    case ReqOp::kDelete: return static_cast<std::uint16_t>(protocol::ObjectOpcode::kDelete);
+  }
+  return 0;
+}
+
+class ObjectClientService {
+ public:
+  static constexpr std::uint32_t kBurst = 32;
+  static constexpr std::uint32_t kTimerEvery = 1024;  // loop iterations between timeout scans
+  static constexpr std::uint32_t kTxSpare = 2;        // tx descriptors left for NOOPs
+
+  explicit ObjectClientService(ServiceConfig cfg) : cfg_(std::move(cfg)) {
+    slots_.resize(cfg_.conns.size());
+    by_gateway_.resize(cfg_.gateways);
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      Slot& s = slots_[i];
+      s.spec = cfg_.conns[i];
+      s.table.resize(cfg_.max_inflight_per_conn);
+      s.free_idx.resize(cfg_.max_inflight_per_conn);
+      reset_table(s);
+      if (s.spec.gateway < cfg_.gateways) by_gateway_[s.spec.gateway].push_back(static_cast<std::uint32_t>(i));
+    }
+    pending_.resize(cfg_.gateways);
+    for (Fifo& f : pending_) f.buf.resize(cfg_.pool_size);
+    direct_.buf.resize(cfg_.pool_size);
+    scratch_.resize(protocol::kMaxMessageSizeCap);
+  }
+  ObjectClientService(const ObjectClientService&) = delete;
+  ObjectClientService& operator=(const ObjectClientService&) = delete;
+
+  // ---- the thread-local core context (callbacks that submit skip the ring) --------------------------------
+
+  // The service of client `owner_id` whose core is the calling thread, or nullptr (caller threads, or the
+  // core of another client). Compares the id before touching the pointer: a thread may outlive its service.
+  static ObjectClientService* current(std::uint64_t owner_id) noexcept {
+    return tl_owner_id_ == owner_id ? tl_current_ : nullptr;
+  }
+  unsigned core() const noexcept { return cfg_.core; }
+
+  // From a callback on this core: queue `d`; it starts at the next loop iteration. Never fails: the FIFO holds
+  // the whole pool.
+  void submit_direct_st(RequestDesc* d) noexcept { direct_.push(d); }
+
+  const ServiceCounters& counters() const noexcept { return cnt_; }
+
+  // ---- CoreService ------------------------------------------------------------------------------------------
+
+  template <typename Api>
+  void on_adopt_st(Api&, dataplane::CoreConn& c) noexcept {
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      Slot& s = slots_[i];
+      if (s.spec.handle != c.handle.value) continue;
+      s.conn = &c;
+      s.close_requested = false;
+      c.svc.a = i + 1;
+      return;
+    }
+    bump(cnt_.unknown_conns);
+  }
+
+  template <typename Api>
+  void on_request_st(Api&, dataplane::CoreConn&, const protocol::Message&) noexcept {
+    bump(cnt_.unexpected);
+  }
+
+  template <typename Api>
+  void on_response_st(Api&, dataplane::CoreConn& c, const protocol::Message& m) noexcept {
+    Slot* s = slot_of(c);
+    const std::uint64_t idx = m.cookie & 0xffff;
+    if (s == nullptr || idx >= s->table.size() || s->table[idx].d == nullptr ||
+        s->table[idx].seq != (m.cookie >> 16)) {
+      bump(cnt_.stale_answers);
+      return;
+    }
+    const Inflight e = s->table[idx];
+    release_idx(*s, static_cast<std::uint16_t>(idx));
+    bump(cnt_.answer_tsc, rte_rdtsc() - e.sent_tsc);
+    bump(cnt_.answered);
+    RequestDesc* d = e.d;
+    Result r;
+    r.wire_status = m.type == protocol::MessageType::kCompletion ? m.status : 0;
+    if (m.opcode != opcode_of(d->op)) {
+      r.status = Status::kProtocol;
+    } else if (m.type == protocol::MessageType::kInlineResponse) {
+      // Only an inline GET is answered inline. An inline request carries no capacity, so a value larger
+      // than the buffer is not the gateway's fault: kTooSmall with the size needed, buffer untouched.
+      r.size = m.payload.size();
+      if (d->op != ReqOp::kGet || e.chunked) {
+        r.status = Status::kProtocol;
+      } else if (m.payload.size() > d->size) {
+        r.status = Status::kTooSmall;
+      } else {
+        if (!m.payload.empty()) std::memcpy(d->buf, m.payload.data(), m.payload.size());
+        r.status = Status::kOk;
+      }
+    } else if (m.type == protocol::MessageType::kCompletion) {
+      r.status = map_object_status(m.status);
+      r.size = m.byte_count;
+      if (r.status == Status::kOk) {
+        switch (d->op) {
+          case ReqOp::kPut:
+            if (m.byte_count != d->size) r.status = Status::kProtocol;
+            break;
+          case ReqOp::kGet:
+            // A value comes inline or through our write chunk; a gateway claiming to have written more than
+            // the chunk holds is broken (nothing beyond the chunk was writable: its rkey covers our buffer
+            // only when the buffer is the registration, see docs/client.md "Key scope").
+            if (!e.chunked || m.byte_count > d->size) r.status = Status::kProtocol;
+            break;
+          case ReqOp::kDelete:
+            break;
+        }
+      } else if (r.status == Status::kTooSmall && d->op != ReqOp::kGet) {
+        r.status = Status::kProtocol;
+      }
+    } else {
+      r.status = Status::kProtocol;
+    }
+    if (r.status == Status::kProtocol) bump(cnt_.protocol_errors);
+    complete_st(d, r);
+  }
+
+  template <typename Api>
+  void on_close_st(Api&, dataplane::CoreConn& c) noexcept {
+    Slot* s = slot_of(c);
+    if (s == nullptr) return;
+    // The QP is in ERR now: the gateway can no longer touch the buffers of what was in flight.
+    const bool shutting = cfg_.shutdown->load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < s->table.size(); ++i) {
+      Inflight& e = s->table[i];
+      if (e.d == nullptr) continue;
+      RequestDesc* d = e.d;
+      Result r;
+      if (shutting) {
+        r.status = Status::kShutdown;
+        bump(cnt_.shutdown);
+      } else if (e.timed_out) {
+        r.status = Status::kTimeout;
+      } else {
+        r.status = Status::kConnectionLost;
+        bump(cnt_.connection_lost);
+      }
+      e.d = nullptr;
+      complete_st(d, r);
+    }
+    reset_table(*s);
+    s->conn = nullptr;
+    s->close_requested = false;
+    c.svc.a = 0;
+  }
+
+  // Optional hook: once per loop iteration.
+  template <typename Api>
+  bool on_poll_st(Api& api) noexcept {
+    if (!bound_) [[unlikely]] {
+      tl_current_ = this;
+      tl_owner_id_ = cfg_.owner_id;
+      bound_ = true;
+    }
+    if (cfg_.shutdown->load(std::memory_order_relaxed)) [[unlikely]] {
+      fail_queued_st(Status::kShutdown);
+      return false;
+    }
+    bool sent = false;
+    while (direct_.count != 0) sent |= start_st(api, direct_.pop());
+    void* burst[kBurst];
+    const unsigned n = rte_ring_sc_dequeue_burst(cfg_.submit, burst, kBurst, nullptr);
+    for (unsigned i = 0; i < n; ++i) sent |= start_st(api, static_cast<RequestDesc*>(burst[i]));
+    if (pending_total_ != 0) sent |= drain_pending_st(api);
+    if (++polls_ % kTimerEvery == 0) [[unlikely]] timers_st();
+    return sent;
+  }
+
+  // After the core stopped (client teardown, on the destroying thread): fail whatever is left.
+  void fail_all_after_stop(Status why) noexcept {
+    fail_queued_st(why);
+    for (Slot& s : slots_) {
+      for (Inflight& e : s.table) {
+        if (e.d == nullptr) continue;
+        RequestDesc* d = e.d;
+        e.d = nullptr;
+        Result r;
+        r.status = why;
+        bump(cnt_.shutdown);
+        complete_st(d, r);
+      }
+      reset_table(s);
+      s.conn = nullptr;
+    }
+  }
+
+ private:
+  struct Inflight {
+    RequestDesc* d = nullptr;
+    std::uint64_t seq = 0;
+    std::uint64_t sent_tsc = 0;
+    bool chunked = false;
+    bool timed_out = false;
+  };
+  struct Slot {
+    ServiceConnSpec spec;
+    dataplane::CoreConn* conn = nullptr;  // owned by this core, or nullptr
+    bool close_requested = false;
+    std::uint32_t inflight = 0;
+    std::uint32_t chunked = 0;  // of which chunk requests
+    std::vector<Inflight> table;
+    std::vector<std::uint16_t> free_idx;
+    std::uint32_t free_top = 0;
+  };
+  struct Fifo {
+    std::vector<RequestDesc*> buf;
+    std::uint32_t head = 0, count = 0;
+    void push(RequestDesc* d) noexcept {
+      buf[(head + count) % buf.size()] = d;
+      ++count;
+    }
+    RequestDesc* front() const noexcept { return buf[head]; }
+    RequestDesc* pop() noexcept {
+      RequestDesc* d = buf[head];
+      head = static_cast<std::uint32_t>((head + 1) % buf.size());
+      --count;
+      return d;
+    }
+  };
+  enum class Start : std::uint8_t { kSent, kNoConn, kDone };
+
+  static void reset_table(Slot& s) noexcept {
+    const auto n = static_cast<std::uint32_t>(s.table.size());
+    for (std::uint32_t i = 0; i < n; ++i) {
+      s.table[i] = Inflight{};
+      s.free_idx[i] = static_cast<std::uint16_t>(n - 1 - i);
+    }
+    s.free_top = n;
+    s.inflight = 0;
+    s.chunked = 0;
+  }
+  static void release_idx(Slot& s, std::uint16_t idx) noexcept {
+    if (s.table[idx].chunked) --s.chunked;
+    s.table[idx].d = nullptr;
+    s.free_idx[s.free_top++] = idx;
+    --s.inflight;
+  }
+
+  Slot* slot_of(const dataplane::CoreConn& c) noexcept {
+    const std::uint64_t i = c.svc.a;
+    return i != 0 && i <= slots_.size() && slots_[i - 1].conn == &c ? &slots_[i - 1] : nullptr;
+  }
+
+  void complete_st(RequestDesc* d, const Result& r) noexcept {
+    const Callback cb = d->cb;
+    void* const arg = d->arg;
+    bump(cnt_.completed);
+    // Back to the pool before the callback, so a callback that submits again finds a descriptor.
+    rte_ring_mp_enqueue(cfg_.free_descs, d);
+    cb(arg, r);
+  }
+
+  // A request arriving at this core: behind the pending ones of its gateway (per-gateway FIFO order), or sent.
+  template <typename Api>
+  bool start_st(Api& api, RequestDesc* d) noexcept {
+    Fifo& p = pending_[d->gateway];
+    if (p.count == 0) {
+      const Start st = try_send_st(api, d);
+      if (st != Start::kNoConn) return st == Start::kSent;
+    }
+    p.push(d);
+    ++pending_total_;
+    bump(cnt_.pending_parked);
+    return false;
+  }
+
+  template <typename Api>
+  bool drain_pending_st(Api& api) noexcept {
+    bool sent = false;
+    for (Fifo& p : pending_) {
+      while (p.count != 0) {
+        const Start st = try_send_st(api, p.front());
+        if (st == Start::kNoConn) break;
+        p.pop();
+        --pending_total_;
+        sent |= st == Start::kSent;
+      }
+    }
+    return sent;
+  }
+
+  // The owned connection to `gateway` with room (for a chunk request, if `chunked`) and the fewest requests
+  // in flight.
+  template <typename Api>
+  Slot* pick_st(Api& api, std::uint32_t gateway, bool chunked) noexcept {
+    Slot* best = nullptr;
+    for (const std::uint32_t i : by_gateway_[gateway]) {
+      Slot& s = slots_[i];
+      if (s.conn == nullptr || s.close_requested || s.free_top == 0 ||
+          s.conn->state != dataplane::CoreConnState::kOwned || api.tx_available_st(*s.conn) <= kTxSpare ||
+          (chunked && s.chunked >= cfg_.max_chunked_per_conn)) {
+        continue;
+      }
+      if (best == nullptr || s.inflight < best->inflight) best = &s;
+    }
+    return best;
+  }
+
+  template <typename Api>
+  Start try_send_st(Api& api, RequestDesc* d) noexcept {
+    // Whether it will need a chunk, judged by the registration the caller made (the caller registers
+    // whatever the smallest negotiated inline size cannot carry): a connection must have chunk room for it.
+    Slot* s = pick_st(api, d->gateway, d->registered);
+    if (s == nullptr) return Start::kNoConn;
+    dataplane::CoreConn& c = *s->conn;
+    const protocol::ConnParams& params = c.session.params;
+    const std::string_view key(d->key, d->key_len);
+    const std::uint16_t opcode = opcode_of(d->op);
+    protocol::MessageType type = protocol::MessageType::kInlineRequest;
+    protocol::Chunk chunk;
+    std::size_t payload_len = 0;
+    bool encoded = false;
+    const std::span<std::uint8_t> scratch(scratch_.data(), std::min<std::size_t>(scratch_.size(),
+                                                                                  params.max_message_size));
+    switch (d->op) {
+      case ReqOp::kPut:
+        if (d->size <= protocol::max_inline_put_value(params.max_message_size, d->key_len)) {
+          payload_len = protocol::encode_object_payload(
+              key, std::span<const std::uint8_t>(static_cast<const std::uint8_t*>(d->buf), d->size), scratch);
+          encoded = true;
+          bump(cnt_.inline_puts);
+        } else {
+          if (d->size > params.max_bulk_size) return fail_now_st(d, Status::kTooLarge);
+          type = protocol::MessageType::kReadChunkRequest;
+          bump(cnt_.chunked_puts);
+        }
+        break;
+      case ReqOp::kGet:
+        if (d->size <= protocol::max_inline_get_value(params.max_message_size)) {
+          bump(cnt_.inline_gets);
+        } else {
+          type = protocol::MessageType::kWriteChunkRequest;
+          bump(cnt_.chunked_gets);
+        }
+        break;
+      case ReqOp::kDelete:
+        bump(cnt_.deletes);
+        break;
+    }
+    if (type != protocol::MessageType::kInlineRequest) {
+      if (!d->registered) {
+        bump(cnt_.unregistered);
+        return fail_now_st(d, Status::kRegistration);
+      }
+      chunk.count = 1;
+      chunk.fragments[0].addr = reinterpret_cast<std::uintptr_t>(d->buf);
+      chunk.fragments[0].len = static_cast<std::uint32_t>(std::min<std::uint64_t>(d->size, params.max_bulk_size));
+      chunk.fragments[0].rkey = d->rkey;
+    }
+    if (!encoded) payload_len = protocol::encode_object_payload(key, {}, scratch);
+    const std::uint16_t idx = s->free_idx[--s->free_top];
+    const std::uint64_t seq = ++seq_ & ((std::uint64_t{1} << 48) - 1);
+    const std::uint64_t cookie = (seq << 16) | idx;
+    if (payload_len == 0 ||
+        !api.send_st(c, type, opcode, cookie, std::span<const std::uint8_t>(scratch_.data(), payload_len), 0, 0,
+                     type == protocol::MessageType::kInlineRequest ? nullptr : &chunk)) {
+      s->free_idx[s->free_top++] = idx;
+      bump(cnt_.send_refused);
+      return fail_now_st(d, Status::kBadRequest);
+    }
+    const std::uint64_t now = rte_rdtsc();
+    bump(cnt_.queue_tsc, now - d->submit_tsc);
+    s->table[idx] = Inflight{d, seq, now, type != protocol::MessageType::kInlineRequest, false};
+    ++s->inflight;
+    if (type != protocol::MessageType::kInlineRequest) ++s->chunked;
+    return Start::kSent;
+  }
+
+  Start fail_now_st(RequestDesc* d, Status why) noexcept {
+    Result r;
+    r.status = why;
+    complete_st(d, r);
+    return Start::kDone;
+  }
+
+  // Requests in flight past the timeout close their connection (they complete kTimeout at the close); requests
+  // still waiting for a connection past the timeout complete kUnavailable (kTimeout if one was up).
+  void timers_st() noexcept {
+    const std::uint64_t now = rte_rdtsc();
+    for (Slot& s : slots_) {
+      if (s.conn == nullptr || s.inflight == 0) continue;
+      for (Inflight& e : s.table) {
+        if (e.d == nullptr || e.timed_out || now - e.d->submit_tsc <= cfg_.timeout_tsc) continue;
+        e.timed_out = true;
+        bump(cnt_.timeouts);
+        if (!s.close_requested) {
+          s.close_requested = true;
+          bump(cnt_.close_requests);
+          s.spec.close_request->store(true, std::memory_order_release);
+        }
+      }
+    }
+    for (std::uint32_t g = 0; g < pending_.size(); ++g) {
+      Fifo& p = pending_[g];
+      while (p.count != 0 && now - p.front()->submit_tsc > cfg_.timeout_tsc) {
+        RequestDesc* d = p.pop();
+        --pending_total_;
+        bool up = false;
+        for (const std::uint32_t i : by_gateway_[g]) up |= slots_[i].conn != nullptr;
+        if (up) {
+          bump(cnt_.timeouts);
+        } else {
+          bump(cnt_.unavailable);
+        }
+        fail_now_st(d, up ? Status::kTimeout : Status::kUnavailable);
+      }
+    }
+  }
+
+  // Everything not yet sent: the direct FIFO, the ring, the pending FIFOs.
+  void fail_queued_st(Status why) noexcept {
+    Result r;
+    r.status = why;
+    while (direct_.count != 0) {
+      bump(cnt_.shutdown);
+      complete_st(direct_.pop(), r);
+    }
+    void* burst[kBurst];
+    for (;;) {
+      const unsigned n = rte_ring_sc_dequeue_burst(cfg_.submit, burst, kBurst, nullptr);
+      if (n == 0) break;
+      for (unsigned i = 0; i < n; ++i) {
+        bump(cnt_.shutdown);
+        complete_st(static_cast<RequestDesc*>(burst[i]), r);
+      }
+    }
+    for (Fifo& p : pending_) {
+      while (p.count != 0) {
+        --pending_total_;
+        bump(cnt_.shutdown);
+        complete_st(p.pop(), r);
+      }
+    }
+  }
+
+  ServiceConfig cfg_;
+  std::vector<Slot> slots_;
+  std::vector<std::vector<std::uint32_t>> by_gateway_;
+  std::vector<Fifo> pending_;
+  std::uint32_t pending_total_ = 0;
+  Fifo direct_;
+  std::vector<std::uint8_t> scratch_;
+  std::uint64_t seq_ = 0;
+  std::uint64_t polls_ = 0;
+  bool bound_ = false;
+  ServiceCounters cnt_;
+  static inline thread_local ObjectClientService* tl_current_ = nullptr;
+  static inline thread_local std::uint64_t tl_owner_id_ = 0;
+};
+
+}  // namespace rdmagate::client
