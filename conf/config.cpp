@@ -70,8 +70,9 @@ std::vector<Cidr> defaultAllowedClients() {
   return {
       Cidr::of(IpAddress::v4(10, 0, 0, 0), 8),     Cidr::of(IpAddress::v4(172, 16, 0, 0), 12),
       Cidr::of(IpAddress::v4(192, 168, 0, 0), 16), Cidr::of(IpAddress::v4(169, 254, 0, 0), 16),
-      Cidr::of(IpAddress::v4(127, 0, 0, 0), 8),    Cidr::of(IpAddress::v6(fc00), 7),
-      Cidr::of(IpAddress::v6(fe80), 10),           Cidr::of(IpAddress::v6(loopback6), 128),
+      Cidr::of(IpAddress::v4(127, 0, 0, 0), 8),    Cidr::of(IpAddress::v4(198, 18, 0, 0), 15),
+      Cidr::of(IpAddress::v6(fc00), 7),            Cidr::of(IpAddress::v6(fe80), 10),
+      Cidr::of(IpAddress::v6(loopback6), 128),
   };
 }
 

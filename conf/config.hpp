@@ -118,6 +118,9 @@ struct ProtocolConfig {
   std::uint32_t reconnect_min_ms = 100;        // first reconnect delay; doubles per failure
   std::uint32_t reconnect_max_ms = 5000;       // cap of the reconnect delay
   std::uint32_t handshake_timeout_ms = 10000;  // address/route resolution plus connect, per attempt
+  // SIGTERM drain: bounds each of its two phases (quiesce: in-flight requests finish; close: connections
+  // disconnect). 0 skips the wait: in-flight requests fail with their connection.
+  std::uint32_t drain_timeout_ms = 10000;
   bool checksum = false;                       // message payload checksums
 
   bool operator==(const ProtocolConfig&) const = default;
@@ -141,7 +144,8 @@ struct TelemetryConfig {
   bool operator==(const TelemetryConfig&) const = default;
 };
 
-// Private (RFC 1918, RFC 4193), link-local and loopback ranges: enough for a lab fabric or the rxe
+// Private (RFC 1918, RFC 4193), link-local and loopback ranges, and RFC 2544's benchmarking range
+// 198.18.0.0/15 (the rxe guest's fabric; not routed on the internet): enough for a lab fabric or the rxe
 // guest, never the open internet by accident.
 std::vector<Cidr> defaultAllowedClients();
 

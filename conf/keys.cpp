@@ -672,6 +672,9 @@ class Table {
     add<UnsignedKey<Pr, std::uint32_t>>(&Config::protocol, &Pr::handshake_timeout_ms,
                                         "protocol.handshake_timeout_ms", "ms", 100u, 600000u, L,
                                         "connection setup limit per attempt");
+    add<UnsignedKey<Pr, std::uint32_t>>(&Config::protocol, &Pr::drain_timeout_ms, "protocol.drain_timeout_ms",
+                                        "ms", 0u, 300000u, L,
+                                        "SIGTERM drain: limit of each phase (quiesce, then close)");
     add<BoolKey<Pr>>(&Config::protocol, &Pr::checksum, "protocol.checksum", R, "checksum message payloads");
 
     add<EnumKey<St, StoreBackend>>(&Config::store, &St::backend, "store.backend",

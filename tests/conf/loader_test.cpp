@@ -73,7 +73,7 @@ TEST(Document, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.telemetry.bind_address, IpAddress::v4(127, 0, 0, 1));
   EXPECT_EQ(c.logging.level, LogLevel::kInfo);
   EXPECT_EQ(c.logging.format, LogFormat::kLogfmt);
-  EXPECT_EQ(c.security.allowed_clients.size(), 8u);
+  EXPECT_EQ(c.security.allowed_clients.size(), 9u);
 }
 
 TEST(Document, SetValuesAreLoaded) {

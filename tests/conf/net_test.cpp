@@ -162,10 +162,10 @@ TEST(Cidr, DefaultAllowListCoversLabNetworksOnly) {
     return false;
   };
   for (const char* yes : {"10.0.2.15", "192.168.1.1", "172.20.0.1", "127.0.0.1", "::1", "fd00::1",
-                          "fe80::1%eth0", "169.254.1.1", "::ffff:10.0.0.1"}) {
+                          "fe80::1%eth0", "169.254.1.1", "::ffff:10.0.0.1", "198.18.0.1", "198.19.255.254"}) {
     EXPECT_TRUE(allowed(ip(yes))) << yes;
   }
-  for (const char* no : {"8.8.8.8", "2001:db8::1", "172.32.0.1", "::2"}) EXPECT_FALSE(allowed(ip(no))) << no;
+  for (const char* no : {"8.8.8.8", "2001:db8::1", "172.32.0.1", "::2", "198.17.255.255", "198.20.0.1"}) EXPECT_FALSE(allowed(ip(no))) << no;
 }
 
 // --- in the config -----------------------------------------------------------------------------------

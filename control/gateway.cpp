@@ -1,0 +1,554 @@
+#include "control/gateway.hpp"
+
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <rte_cycles.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <optional>
+#include <span>
+#include <thread>
+
+#include "control/engine.hpp"
+#include "control/engine_stats_publish.hpp"
+#include "control/gateway_cli.hpp"
+#include "control/log.hpp"
+#include "control/rdma_device.hpp"
+#include "dataplane/core_loop.hpp"
+#include "dataplane/eal_runtime.hpp"
+#include "dataplane/huge_buffer.hpp"
+#include "dataplane/object_service.hpp"
+#include "dataplane/store/store.hpp"
+#include "dataplane/verbs_backend.hpp"
+#include "telemetry/collector.hpp"
+#include "telemetry/http_server.hpp"
+#include "telemetry/stats.hpp"
+
+namespace rdmagate::control {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Loop = dataplane::CoreLoop<dataplane::VerbsBackend, dataplane::ObjectService>;
+
+constexpr auto kPublishEvery = std::chrono::milliseconds(100);
+constexpr auto kPortCheckEvery = std::chrono::milliseconds(500);
+constexpr auto kCoreStartTimeout = std::chrono::seconds(10);
+
+log::Logger& lg() {
+  return log::logger();
+}
+
+// Per-connection transmit descriptors: the responses a full window of requests needs, plus NOOPs and
+// completions behind them (the engine tests run 32 deep with 96).
+std::uint32_t tx_per_conn(std::uint32_t depth) {
+  return std::min<std::uint32_t>(3 * depth, 3 * 16384);
+}
+
+store::StoreConfig store_config(const conf::Config& cfg) {
+  store::StoreConfig s;
+  s.capacity_bytes = cfg.store.capacity_mib * conf::kMiB;
+  s.max_value = cfg.store.max_value_bytes;
+  // One object per 4 KiB of capacity, within bounds that keep the index small and useful.
+  s.max_objects =
+      static_cast<std::uint32_t>(std::clamp<std::uint64_t>(s.capacity_bytes / 4096, 4096, 1u << 22));
+  s.max_cores = std::max<std::uint32_t>(64, static_cast<std::uint32_t>(cfg.dataplane.cores.size()));
+  return s;
+}
+
+// The store's region: the capacity for values plus the fixed metadata carved in front of the arena (which
+// itself grows a little with the region: the allocator's map).
+std::uint64_t store_region_bytes(const conf::Config& cfg) {
+  const store::StoreConfig s = store_config(cfg);
+  std::uint64_t region = s.capacity_bytes + store::Store::metadata_bytes(s, s.capacity_bytes);
+  region = s.capacity_bytes + store::Store::metadata_bytes(s, region) + 4096;
+  return (region + 4095) & ~std::uint64_t{4095};
+}
+
+std::uint64_t core_region_bytes(const conf::Config& cfg) {
+  const std::uint64_t depth = cfg.dataplane.queue_depth;
+  return std::uint64_t{cfg.dataplane.max_connections_per_core} *
+         (depth + tx_per_conn(cfg.dataplane.queue_depth)) * cfg.dataplane.inline_threshold_bytes;
+}
+
+std::optional<conf::IpAddress> to_ip(const sockaddr* sa) {
+  if (sa == nullptr) return std::nullopt;
+  if (sa->sa_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(sa);
+    std::array<std::uint8_t, 4> b{};
+    std::memcpy(b.data(), &v4->sin_addr, 4);
+    return conf::IpAddress::v4(b[0], b[1], b[2], b[3]);
+  }
+  if (sa->sa_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    std::array<std::uint8_t, 16> b{};
+    std::memcpy(b.data(), &v6->sin6_addr, 16);
+    return conf::IpAddress::v6(b);
+  }
+  return std::nullopt;
+}
+
+// ibv_query_device does not report the inline limit: create a throwaway QP asking for `want` bytes and read
+// back what it granted; when the device refuses that, find the largest size it accepts. The objects live on
+// their own PD and are gone before the engine creates anything.
+std::optional<std::uint32_t> probe_max_inline(ibv_context* ctx, std::uint32_t want) {
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  if (pd == nullptr) return std::nullopt;
+  ibv_cq* cq = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
+  if (cq == nullptr) {
+    ibv_dealloc_pd(pd);
+    return std::nullopt;
+  }
+  const auto try_inline = [&](std::uint32_t bytes) -> std::optional<std::uint32_t> {
+    ibv_qp_init_attr a{};
+    a.send_cq = cq;
+    a.recv_cq = cq;
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = 1;
+    a.cap.max_recv_wr = 1;
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_sge = 1;
+    a.cap.max_inline_data = bytes;
+    ibv_qp* qp = ibv_create_qp(pd, &a);
+    if (qp == nullptr) return std::nullopt;
+    const std::uint32_t granted = a.cap.max_inline_data;
+    ibv_destroy_qp(qp);
+    return granted;
+  };
+  std::optional<std::uint32_t> got = try_inline(want);
+  if (!got && try_inline(0)) {
+    std::uint32_t lo = 0, hi = want;  // lo accepted, hi refused
+    while (hi - lo > 1) {
+      const std::uint32_t mid = lo + (hi - lo) / 2;
+      (try_inline(mid) ? lo : hi) = mid;
+    }
+    got = lo;
+  }
+  ibv_destroy_cq(cq);
+  ibv_dealloc_pd(pd);
+  return got;
+}
+
+const char* signal_name(int signo) {
+  switch (signo) {
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
+    default:
+      return "signal";
+  }
+}
+
+void notify(const std::string& state) {
+  // No NOTIFY_SOCKET (not under systemd): sd_notify returns 0 and does nothing.
+  const int rc = sd_notify(0, state.c_str());
+  if (rc < 0) lg().warn("sd_notify failed", {{"state", state}, {"error", std::strerror(-rc)}});
+}
+
+std::string monotonic_usec() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::to_string(static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000u +
+                        static_cast<std::uint64_t>(ts.tv_nsec) / 1000u);
+}
+
+void log_config_errors(const std::vector<conf::ConfigError>& errors, std::string_view msg) {
+  for (const conf::ConfigError& e : errors) {
+    lg().error(msg, {{"error", e.str()}});
+  }
+}
+
+dataplane::HugepagePolicy hugepage_policy(conf::HugepageMode m) {
+  switch (m) {
+    case conf::HugepageMode::kRequired:
+      return dataplane::HugepagePolicy::kRequire;
+    case conf::HugepageMode::kDisabled:
+      return dataplane::HugepagePolicy::kNever;
+    case conf::HugepageMode::kAuto:
+      break;
+  }
+  return dataplane::HugepagePolicy::kAuto;
+}
+
+// The engine's log lines, structured: a "warning: " prefix makes a warning.
+void engine_log_sink(std::string_view line) {
+  constexpr std::string_view kWarning = "warning: ";
+  if (line.starts_with(kWarning)) {
+    lg().warn(line.substr(kWarning.size()), {{"component", "engine"}});
+  } else {
+    lg().info(line, {{"component", "engine"}});
+  }
+}
+
+}  // namespace
+
+int block_daemon_signals(std::string* error) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  if (const int rc = pthread_sigmask(SIG_BLOCK, &set, nullptr); rc != 0) {
+    *error = std::string("pthread_sigmask: ") + std::strerror(rc);
+    return -1;
+  }
+  const int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (fd < 0) *error = std::string("signalfd: ") + std::strerror(errno);
+  // A scraper that hangs up mid-response must not kill the daemon.
+  signal(SIGPIPE, SIG_IGN);
+  return fd;
+}
+
+std::uint64_t derived_eal_memory_mib(const conf::Config& cfg) {
+  const std::uint64_t cores = cfg.dataplane.cores.size();
+  // Per core besides its buffers: CQ, handoff rings and descriptor tables, a few MiB at most.
+  const std::uint64_t bytes = store_region_bytes(cfg) + cores * (core_region_bytes(cfg) + 4 * conf::kMiB);
+  // Headroom for EAL's own heap use (memzones, malloc heap metadata) and fragmentation.
+  return (bytes + conf::kMiB - 1) / conf::kMiB + 64;
+}
+
+Gateway::Gateway() = default;
+
+Gateway::~Gateway() {
+  http_.reset();  // no scrape reads the blocks while they go
+  engine_.reset();
+}
+
+std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Options options,
+                                        std::string* error) {
+  std::unique_ptr<Gateway> g(new Gateway());
+  g->loaded_ = loaded;
+  g->opts_ = std::move(options);
+  const conf::Config& cfg = g->loaded_.config;
+  g->allowed_ = cfg.security.allowed_clients;
+
+  // 1. The device, checked against the config before EAL or the engine touch it.
+  const std::string dev_name = cfg.device.name == "auto" ? std::string() : cfg.device.name;
+  {
+    RdmaProbe probe;
+    auto dev = RdmaDevice::open(dev_name, &probe);
+    if (!dev) {
+      *error = probe.message;
+      return nullptr;
+    }
+    conf::DeviceLimits lim;
+    lim.name = dev->name();
+    lim.max_qp_wr = static_cast<std::uint32_t>(std::max(dev->limits().max_qp_wr, 0));
+    lim.max_sge = static_cast<std::uint32_t>(std::max(dev->limits().max_sge, 0));
+    lim.port_count = dev->limits().phys_port_cnt;
+    if (cfg.device.port >= 1 && cfg.device.port <= dev->ports().size()) {
+      lim.max_msg_size = dev->ports()[cfg.device.port - 1].max_msg_sz;
+    }
+    lim.max_inline_data = probe_max_inline(dev->context(), cfg.dataplane.send_inline_bytes);
+    if (auto errs = conf::validateAgainstDevice(g->loaded_, lim); !errs.empty()) {
+      log_config_errors(errs, "config does not fit the device");
+      *error = std::to_string(errs.size()) + " configuration error(s) against device " + dev->name();
+      return nullptr;
+    }
+    lg().info("device", {{"device", dev->name()}, {"describe", dev->describe()}});
+    if (cfg.device.port <= dev->ports().size()) g->port_active_ = dev->ports()[cfg.device.port - 1].active();
+  }
+  if (cfg.dataplane.max_connections_per_core > dataplane::kMaxConnsPerCore) {
+    *error = "dataplane.max_connections_per_core: " + std::to_string(cfg.dataplane.max_connections_per_core) +
+             " is above the engine's limit of " + std::to_string(dataplane::kMaxConnsPerCore) + " per core";
+    return nullptr;
+  }
+
+  // 2. EAL.
+  dataplane::EalOptions eo;
+  eo.program_name = "rdmagate";
+  eo.lcores = cfg.eal.lcores.str();
+  eo.main_lcore = static_cast<int>(cfg.eal.main_lcore);
+  const std::uint64_t mem_mib = cfg.eal.memory_mib != 0 ? cfg.eal.memory_mib : derived_eal_memory_mib(cfg);
+  eo.memory_mb = static_cast<unsigned>(mem_mib);
+  eo.file_prefix = cfg.eal.in_memory ? std::string() : cfg.eal.file_prefix;
+  eo.huge_dir = cfg.eal.hugepage_dir;
+  eo.hugepages = hugepage_policy(cfg.eal.hugepages);
+  g->eal_ = dataplane::EalRuntime::init(eo, error);
+  if (!g->eal_) return nullptr;
+  lg().info("eal up", {{"args", g->eal_->args_line()},
+                       {"hugepages", g->eal_->hugepages()},
+                       {"memory_mib", mem_mib},
+                       {"memory_derived", cfg.eal.memory_mib == 0},
+                       {"seconds", g->eal_->init_seconds()}});
+  if (!g->eal_->hugepages() && cfg.eal.hugepages == conf::HugepageMode::kAuto) {
+    lg().warn("running without hugepages", {{"reason", g->eal_->probe().reason}, {"key", "eal.hugepages"}});
+  }
+
+  // 3. The store.
+  const store::StoreConfig scfg = store_config(cfg);
+  const std::uint64_t region_bytes = store_region_bytes(cfg);
+  g->region_ =
+      std::make_unique<dataplane::HugeBuffer>(dataplane::HugeBuffer::allocate(region_bytes, -1, 4096, error));
+  if (!*g->region_) {
+    *error = "store region (" + std::to_string(region_bytes >> 20) + " MiB for store.capacity_mib " +
+             std::to_string(cfg.store.capacity_mib) + "): " + *error;
+    return nullptr;
+  }
+  g->store_ = store::Store::create(
+      scfg, std::span<std::byte>(reinterpret_cast<std::byte*>(g->region_->data()), g->region_->size()),
+      error);
+  if (!g->store_) return nullptr;
+  lg().info("store", {{"capacity_bytes", g->store_->capacity_bytes()},
+                      {"arena_bytes", g->store_->arena_bytes()},
+                      {"max_value_bytes", g->store_->max_value()},
+                      {"max_objects", scfg.max_objects},
+                      {"hugepage_backed", g->region_->hugepage_backed()}});
+
+  // 4. The engine.
+  EngineConfig ec;
+  ec.name = "gateway";
+  ec.device = dev_name;
+  ec.passive = true;
+  for (const std::uint32_t lcore : cfg.dataplane.cores) {
+    dataplane::CoreConfig cc;
+    cc.lcore = lcore;
+    cc.max_conns = cfg.dataplane.max_connections_per_core;
+    cc.rx_per_conn = cfg.dataplane.queue_depth;
+    cc.tx_per_conn = tx_per_conn(cfg.dataplane.queue_depth);
+    cc.buf_size = cfg.dataplane.inline_threshold_bytes;
+    cc.poll_burst = cfg.dataplane.poll_burst;
+    // pause: the busy loop already pauses (rte_pause) after every empty poll.
+    cc.idle = cfg.dataplane.idle_policy == conf::IdlePolicy::kYield ? dataplane::IdlePolicy::kYield
+                                                                    : dataplane::IdlePolicy::kBusy;
+    cc.bulk_bytes_per_conn = 0;  // chunks move between the peer's memory and the store arena directly
+    cc.keepalive_us = std::uint64_t{cfg.protocol.keepalive_ms} * 1000;
+    cc.dead_peer_us = std::uint64_t{cfg.protocol.dead_peer_timeout_ms} * 1000;
+    ec.cores.push_back(cc);
+  }
+  const std::uint64_t max_bulk = std::min<std::uint64_t>(0xffffffffu, 2 * cfg.store.max_value_bytes);
+  ec.local.params = protocol::ConnParams{
+      static_cast<std::uint16_t>(cfg.dataplane.queue_depth), cfg.dataplane.inline_threshold_bytes,
+      static_cast<std::uint16_t>(cfg.dataplane.max_fragments), static_cast<std::uint32_t>(max_bulk)};
+  ec.local.min_queue_depth = protocol::kMinCreditQueueDepth;
+  ec.local.want_checksum = cfg.protocol.checksum;
+  ec.signal_interval = static_cast<std::uint16_t>(cfg.dataplane.signal_interval);
+  ec.send_inline_bytes = cfg.dataplane.send_inline_bytes;
+  ec.handshake_timeout = std::chrono::milliseconds(cfg.protocol.handshake_timeout_ms);
+  ec.backoff.min = std::chrono::milliseconds(cfg.protocol.reconnect_min_ms);
+  ec.backoff.max = std::chrono::milliseconds(cfg.protocol.reconnect_max_ms);
+  Gateway* self = g.get();
+  ec.admit = [self](const sockaddr* peer) { return self->admit(peer); };
+  ec.log_sink = engine_log_sink;
+  if (cfg.dataplane.control_check_interval != dataplane::EngineCoreMailbox::kCheckEvery) {
+    lg().warn("dataplane.control_check_interval is fixed in this build",
+              {{"key", "dataplane.control_check_interval"},
+               {"configured", cfg.dataplane.control_check_interval},
+               {"used", dataplane::EngineCoreMailbox::kCheckEvery}});
+  }
+  g->engine_ = Engine::create(ec, error);
+  if (!g->engine_) return nullptr;
+  // The arena: local write only (RDMA READs of PUT values land in it); no key to it ever leaves the process.
+  ibv_mr* mr = g->engine_->register_memory(g->store_->arena_base(), g->store_->arena_bytes(),
+                                           IBV_ACCESS_LOCAL_WRITE, error);
+  if (mr == nullptr) return nullptr;
+
+  // Telemetry blocks: one per core (its lcore is the `core` label), one for the control thread.
+  const std::uint64_t tsc_hz = rte_get_tsc_hz();
+  g->control_stats_ = std::make_unique<telemetry::CoreStats>();
+  // rdmagate_build_info: the plain project version; its `commit` label carries the git describe.
+  g->collector_ = std::make_shared<telemetry::StatsCollector>(RDMAGATE_VERSION, tsc_hz);
+  g->collector_->register_control(*g->control_stats_);
+  std::vector<std::unique_ptr<CoreRunner>> runners;
+  for (std::size_t i = 0; i < g->engine_->core_count(); ++i) {
+    g->core_stats_.push_back(std::make_unique<telemetry::CoreStats>());
+    telemetry::CoreStats* block = g->core_stats_.back().get();
+    g->engine_->core(i).stats = block;
+    g->collector_->register_core(g->engine_->core(i).config().lcore, *block);
+    dataplane::ObjectServiceConfig sc;
+    sc.store = g->store_.get();
+    sc.store_core = static_cast<std::uint32_t>(i);
+    sc.arena_lkey = mr->lkey;
+    sc.stats = block;
+    g->services_.push_back(std::make_unique<dataplane::ObjectService>(sc));
+    runners.push_back(std::make_unique<CoreRunnerOf<Loop>>(g->engine_->core(i), *g->services_.back()));
+  }
+
+  // 5. Telemetry first, so /readyz explains the rest of the startup; then the cores; then the listeners.
+  g->health_ = std::make_unique<telemetry::HealthState>(
+      *g->collector_, std::chrono::milliseconds(cfg.telemetry.core_stall_ms));
+  g->health_->set_port_active(g->port_active_);
+  if (cfg.telemetry.enabled) {
+    telemetry::HttpOptions ho;
+    ho.bind_address = cfg.telemetry.bind_address.str();
+    ho.port = cfg.telemetry.port;
+    std::string herr;
+    g->http_ = telemetry::HttpServer::start(ho, g->collector_, *g->health_, herr);
+    if (!g->http_) {
+      *error = "telemetry (telemetry.bind_address, telemetry.port): " + herr;
+      return nullptr;
+    }
+    lg().info("telemetry listening", {{"addr", ho.bind_address}, {"port", g->http_->port()}});
+  }
+  if (!g->engine_->launch_cores(std::move(runners), error)) return nullptr;
+  const auto deadline = Clock::now() + kCoreStartTimeout;
+  for (std::size_t i = 0; i < g->engine_->core_count(); ++i) {
+    while (!g->engine_->core(i).running.load(std::memory_order_acquire)) {
+      if (Clock::now() >= deadline) {
+        *error = "data-plane core on lcore " + std::to_string(g->engine_->core(i).config().lcore) +
+                 " did not start within 10 s";
+        return nullptr;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  lg().info("cores running", {{"cores", cfg.dataplane.cores.str()},
+                              {"idle_policy", conf::toString(cfg.dataplane.idle_policy)},
+                              {"queue_depth", cfg.dataplane.queue_depth},
+                              {"message_bytes", cfg.dataplane.inline_threshold_bytes}});
+  for (const conf::IpAddress& a : cfg.listen.addresses) {
+    const std::uint16_t port =
+        g->engine_->listen(a.str(), cfg.listen.port, error, static_cast<int>(cfg.listen.backlog));
+    if (port == 0) {
+      *error = "listen.addresses " + a.str() + " port " + std::to_string(cfg.listen.port) + ": " + *error;
+      return nullptr;
+    }
+    lg().info("listening", {{"addr", a.str()}, {"port", port}});
+  }
+  return g;
+}
+
+bool Gateway::admit(const void* peer_sockaddr) const {
+  const std::optional<conf::IpAddress> ip = to_ip(static_cast<const sockaddr*>(peer_sockaddr));
+  if (!ip) return false;
+  for (const conf::Cidr& c : allowed_) {
+    if (c.contains(*ip)) return true;
+  }
+  return false;
+}
+
+void Gateway::publish_stats() {
+  publish_engine_stats(*engine_, *control_stats_);
+  publish_store_stats(store_->stats(), *control_stats_);
+}
+
+void Gateway::check_port() {
+  ibv_port_attr attr{};
+  if (ibv_query_port(engine_->device().context(), static_cast<std::uint8_t>(loaded_.config.device.port),
+                     &attr) != 0) {
+    return;
+  }
+  const bool active = attr.state == IBV_PORT_ACTIVE;
+  if (active != port_active_) {
+    port_active_ = active;
+    health_->set_port_active(active);
+    if (active) {
+      lg().info("device port active", {{"port", loaded_.config.device.port}});
+    } else {
+      lg().warn("device port not active",
+                {{"port", loaded_.config.device.port}, {"state", ibv_port_state_str(attr.state)}});
+    }
+  }
+}
+
+void Gateway::apply_live(const conf::Config& c) {
+  lg().set_level(c.logging.level);
+  allowed_ = c.security.allowed_clients;
+  BackoffPolicy backoff;
+  backoff.min = std::chrono::milliseconds(c.protocol.reconnect_min_ms);
+  backoff.max = std::chrono::milliseconds(c.protocol.reconnect_max_ms);
+  engine_->set_timeouts_st(std::chrono::milliseconds(c.protocol.handshake_timeout_ms), backoff,
+                           std::uint64_t{c.protocol.keepalive_ms} * 1000,
+                           std::uint64_t{c.protocol.dead_peer_timeout_ms} * 1000);
+  health_->set_liveness_threshold(std::chrono::milliseconds(c.telemetry.core_stall_ms));
+}
+
+void Gateway::reload() {
+  notify("RELOADING=1\nMONOTONIC_USEC=" + monotonic_usec());
+  lg().info("reloading", {{"config", opts_.config_path}});
+  // The host facts read at startup, not now: EAL has pinned this thread to the main lcore since, so the
+  // process's affinity would no longer include the data-plane cores and every reload would fail.
+  conf::Result<conf::LoadedConfig> next = conf::loadConfigFile(opts_.config_path, opts_.load);
+  if (!next) {
+    log_config_errors(next.errors(), "reload: config error");
+    lg().error("reload failed: keeping the running configuration", {{"config", opts_.config_path}});
+    notify("READY=1");
+    return;
+  }
+  const std::vector<conf::ConfigChange> changes = conf::diffConfig(loaded_.config, next->config);
+  std::size_t applied = 0, ignored = 0;
+  // Logged before the new level applies, so a reload that raises the level still shows what it changed.
+  for (const conf::ConfigChange& c : changes) {
+    if (c.reload == conf::Reload::kLive) {
+      ++applied;
+      lg().info("config change applied", {{"key", c.key}, {"before", c.before}, {"after", c.after}});
+    } else {
+      ++ignored;
+      lg().warn("config change ignored: needs a restart",
+                {{"key", c.key}, {"running", c.before}, {"file", c.after}});
+    }
+  }
+  loaded_.config = conf::applyLiveChanges(loaded_.config, next->config);
+  apply_live(loaded_.config);
+  lg().info("reloaded", {{"applied", applied}, {"ignored", ignored}});
+  notify("READY=1");
+}
+
+int Gateway::stop(int signo) {
+  const std::uint32_t drain_ms = loaded_.config.protocol.drain_timeout_ms;
+  notify("STOPPING=1");
+  health_->set_listeners_up(false);
+  lg().info("stopping", {{"signal", signal_name(signo)},
+                         {"connections", engine_->connection_count()},
+                         {"drain_timeout_ms", drain_ms}});
+  const EngineCounters& ctr = engine_->counters();
+  lg().debug("engine counters", {{"connect_requests", ctr.connect_requests},
+                                 {"accepts", ctr.accepts},
+                                 {"established", ctr.established},
+                                 {"destroyed", ctr.destroyed},
+                                 {"core_failures", ctr.core_failures},
+                                 {"dead_peers", ctr.dead_peers}});
+  const auto t0 = Clock::now();
+  const bool drained = engine_->shutdown_st(std::chrono::milliseconds(drain_ms));
+  publish_stats();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  if (drained) {
+    lg().info("drained", {{"ms", ms}, {"quiesce_timeouts", engine_->counters().quiesce_timeouts}});
+  } else {
+    lg().warn("drain timed out: connections closed with requests in flight",
+              {{"ms", ms}, {"connections", engine_->connection_count()}});
+  }
+  lg().info("exiting", {{"code", 0}});
+  return 0;
+}
+
+int Gateway::run() {
+  publish_stats();
+  notify("READY=1\nSTATUS=listening on port " + std::to_string(loaded_.config.listen.port));
+  // After READY=1, so that a probe that sees ready never precedes systemd's notion of it.
+  health_->set_listeners_up(true);
+  lg().info("ready", {{"version", version_string()}, {"pid", static_cast<long>(getpid())}});
+  auto next_publish = Clock::now() + kPublishEvery;
+  auto next_port_check = Clock::now() + kPortCheckEvery;
+  for (;;) {
+    engine_->poll_st(5);
+    signalfd_siginfo si{};
+    while (read(opts_.signal_fd, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
+      const int signo = static_cast<int>(si.ssi_signo);
+      if (signo == SIGTERM || signo == SIGINT) return stop(signo);
+      if (signo == SIGHUP) reload();
+    }
+    const auto now = Clock::now();
+    if (now >= next_publish) {
+      publish_stats();
+      next_publish = now + kPublishEvery;
+    }
+    if (now >= next_port_check) {
+      check_port();
+      next_port_check = now + kPortCheckEvery;
+    }
+  }
+}
+
+}  // namespace rdmagate::control

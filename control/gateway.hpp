@@ -1,0 +1,101 @@
+#pragma once
+// The rdmagate daemon: a passive Engine whose cores run the object service over the embedded store, built
+// from one loaded conf::Config, plus the control loop that drives it (signals, reload, telemetry).
+//
+// Startup order (each step logs; a failure returns an error naming the key or the call):
+//   1. the RDMA device (device.name, or the only one) is opened and checked against the config
+//      (conf::validateAgainstDevice) before EAL starts or anything is created on it;
+//   2. EAL (eal.*: lcores, main lcore, hugepages with the --no-huge fallback in auto, memory, prefix);
+//   3. the store on one HugeBuffer of store.capacity_mib plus its metadata;
+//   4. the engine (one core per dataplane.cores entry), the store arena registered IBV_ACCESS_LOCAL_WRITE;
+//   5. telemetry (/metrics, /healthz, /readyz), then the cores launch, then the listeners;
+//   6. READY=1 to systemd once the listeners are up and every core runs.
+//
+// Threads: everything here runs on the main lcore (the control thread), except the data-plane cores and
+// civetweb's HTTP threads. SIGTERM, SIGINT and SIGHUP are blocked in every thread (block_daemon_signals,
+// called before EAL creates its threads) and read from a signalfd by run().
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conf/conf.hpp"
+
+namespace rdmagate::dataplane {
+class EalRuntime;
+class HugeBuffer;
+class ObjectService;
+}  // namespace rdmagate::dataplane
+namespace rdmagate::store {
+class Store;
+}  // namespace rdmagate::store
+namespace rdmagate::telemetry {
+struct CoreStats;
+class StatsCollector;
+class HealthState;
+class HttpServer;
+}  // namespace rdmagate::telemetry
+
+namespace rdmagate::control {
+
+class Engine;
+
+// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and returns a non-blocking signalfd for them.
+// Call it in main() before any thread exists, so that every thread (EAL's lcores, civetweb's workers)
+// inherits the mask and only the signalfd sees those signals. -1 and *error on failure.
+int block_daemon_signals(std::string* error);
+
+// EAL memory (-m, MiB) when eal.memory_mib is 0: the store's region plus every core's buffers and rings,
+// with headroom for EAL's own allocations. Pure; exposed for the log line and tests.
+std::uint64_t derived_eal_memory_mib(const conf::Config& cfg);
+
+class Gateway {
+ public:
+  struct Options {
+    std::string config_path;  // re-read on SIGHUP
+    conf::LoadOptions load;   // the --set overrides, kept for the reload
+    int signal_fd = -1;       // from block_daemon_signals
+  };
+
+  // Steps 1 to 5 above. nullptr and *error on failure; whatever was built is torn down again.
+  static std::unique_ptr<Gateway> start(const conf::LoadedConfig& loaded, Options options,
+                                        std::string* error);
+  ~Gateway();
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  // The control loop: READY=1, then engine turns, signals, stats publication and port checks until SIGTERM
+  // or SIGINT, then the drain. Returns the process exit code (0 after a drain, timed out or not).
+  int run();
+
+ private:
+  Gateway();
+  bool admit(const void* peer_sockaddr) const;
+  void apply_live(const conf::Config& next);
+  void reload();
+  void publish_stats();
+  void check_port();
+  int stop(int signo);
+
+  conf::LoadedConfig loaded_;  // the running configuration (restart-only keys as started)
+  Options opts_;
+  std::vector<conf::Cidr> allowed_;  // security.allowed_clients; control thread only (read by admit)
+  bool port_active_ = false;
+
+  // Declaration order is teardown order reversed: the HTTP server goes first (it reads the stats blocks),
+  // the engine before the services, store and region it uses, EAL last.
+  std::unique_ptr<dataplane::EalRuntime> eal_;
+  std::unique_ptr<dataplane::HugeBuffer> region_;
+  std::unique_ptr<store::Store> store_;
+  std::vector<std::unique_ptr<telemetry::CoreStats>> core_stats_;
+  std::unique_ptr<telemetry::CoreStats> control_stats_;
+  std::vector<std::unique_ptr<dataplane::ObjectService>> services_;
+  std::unique_ptr<Engine> engine_;
+  std::shared_ptr<telemetry::StatsCollector> collector_;
+  std::unique_ptr<telemetry::HealthState> health_;
+  std::unique_ptr<telemetry::HttpServer> http_;
+};
+
+}  // namespace rdmagate::control

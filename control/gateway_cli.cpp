@@ -1,0 +1,138 @@
+#include "control/gateway_cli.hpp"
+
+#include <getopt.h>
+
+#ifndef RDMAGATE_DAEMON_VERSION
+#define RDMAGATE_DAEMON_VERSION "unknown"
+#endif
+
+namespace rdmagate::control {
+
+namespace {
+
+enum OptionId : int { kOptConfig = 1000, kOptCheck, kOptSet, kOptVersion, kOptHelp };
+
+}  // namespace
+
+std::string_view version_string() noexcept {
+  return RDMAGATE_DAEMON_VERSION;
+}
+
+std::string version_text() {
+  return "rdmagate " + std::string(version_string()) + "\n";
+}
+
+std::string usage_text(std::string_view program) {
+  const std::string p(program.empty() ? "rdmagate" : program);
+  return "usage: " + p + " --config FILE [--set KEY=VALUE]...\n" + "       " + p +
+         " --check-config FILE [--set KEY=VALUE]...\n" + "       " + p +
+         " --version | --help\n"
+         "\n"
+         "rdmagate: polled-mode RDMA gateway and object store.\n"
+         "\n"
+         "  --config FILE         run the gateway with the YAML configuration FILE\n"
+         "  --check-config FILE   load and validate FILE (with the --set overrides), print the effective\n"
+         "                        configuration with the origin of every value, exit 0 if valid, 1 if not;\n"
+         "                        touches no RDMA device and starts no DPDK\n"
+         "  --set KEY=VALUE       override one key after the file is read (repeatable; the last one wins);\n"
+         "                        VALUE is YAML: --set dataplane.cores=1-3 --set "
+         "'listen.addresses=[\"::1\"]'\n"
+         "  --version             print the version\n"
+         "  --help                print this help\n"
+         "\n"
+         "Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP re-reads the file and applies the [live] keys.\n"
+         "Keys, units and defaults: conf/README.md.\n";
+}
+
+CliParse parse_cli(int argc, char* const* argv) {
+  static const option kLong[] = {
+      {"config", required_argument, nullptr, kOptConfig},
+      {"check-config", required_argument, nullptr, kOptCheck},
+      {"set", required_argument, nullptr, kOptSet},
+      {"version", no_argument, nullptr, kOptVersion},
+      {"help", no_argument, nullptr, kOptHelp},
+      {nullptr, 0, nullptr, 0},
+  };
+  CliParse r;
+  CliOptions& o = r.options;
+  bool run = false, check = false, version = false, help = false;
+  // optind = 0 makes glibc reinitialise its scanner (a parse per test); opterr = 0: errors are ours to word.
+  optind = 0;
+  opterr = 0;
+  // "+": stop at the first non-option, which is then reported as unexpected rather than permuted away.
+  // ":" first: a missing argument returns ':' rather than '?', so the two errors read differently.
+  for (;;) {
+    int index = -1;
+    const int c = getopt_long(argc, argv, "+:", kLong, &index);
+    if (c == -1) break;
+    switch (c) {
+      case kOptConfig:
+      case kOptCheck: {
+        const bool is_check = c == kOptCheck;
+        const char* name = is_check ? "--check-config" : "--config";
+        if ((is_check && check) || (!is_check && run)) {
+          r.error = std::string(name) + " given twice";
+          return r;
+        }
+        if (optarg == nullptr || *optarg == '\0') {
+          r.error = std::string(name) + ": empty file name";
+          return r;
+        }
+        (is_check ? check : run) = true;
+        o.config_path = optarg;
+        break;
+      }
+      case kOptSet: {
+        const std::string_view v = optarg != nullptr ? optarg : "";
+        const std::size_t eq = v.find('=');
+        if (eq == std::string_view::npos || eq == 0) {
+          r.error = "--set " + std::string(v) + ": expected KEY=VALUE, e.g. --set dataplane.queue_depth=128";
+          return r;
+        }
+        o.overrides.emplace_back(v);
+        break;
+      }
+      case kOptVersion:
+        version = true;
+        break;
+      case kOptHelp:
+        help = true;
+        break;
+      case ':': {
+        // optind has moved past the option that lacked its argument.
+        const char* opt = optind >= 1 && optind <= argc ? argv[optind - 1] : "?";
+        r.error = std::string(opt) + ": missing argument";
+        return r;
+      }
+      default: {
+        const char* opt = optind >= 1 && optind <= argc ? argv[optind - 1] : "?";
+        r.error = std::string("unknown option ") + opt;
+        return r;
+      }
+    }
+  }
+  if (optind < argc) {
+    r.error = std::string("unexpected argument \"") + argv[optind] + "\"";
+    return r;
+  }
+  if (help) {
+    o.mode = CliMode::kHelp;
+  } else if (version) {
+    o.mode = CliMode::kVersion;
+  } else if (run && check) {
+    r.error = "--config and --check-config exclude each other";
+    return r;
+  } else if (run) {
+    o.mode = CliMode::kRun;
+  } else if (check) {
+    o.mode = CliMode::kCheckConfig;
+  } else {
+    r.error = o.overrides.empty() ? "nothing to do: give --config FILE or --check-config FILE"
+                                  : "--set needs --config FILE or --check-config FILE";
+    return r;
+  }
+  r.ok = true;
+  return r;
+}
+
+}  // namespace rdmagate::control

@@ -1,0 +1,47 @@
+#pragma once
+// The rdmagate command line, parsed without EAL, verbs or a config file, so host unit tests cover it.
+//
+//   rdmagate --config FILE [--set KEY=VALUE]...        run the gateway
+//   rdmagate --check-config FILE [--set KEY=VALUE]...  load and validate, print the effective config, exit
+//   rdmagate --version | --help
+//
+// Why getopt_long and not CLI11: CLI11 is not among the build dependencies (Debian 12 packages it, but
+// nothing else here needs it), and four options with one repeatable one are exactly what getopt_long does.
+// DPDK's own options never reach this parser: the daemon builds EAL's argument vector from the config.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rdmagate::control {
+
+enum class CliMode : unsigned char {
+  kRun,          // --config FILE
+  kCheckConfig,  // --check-config FILE
+  kVersion,      // --version
+  kHelp,         // --help
+};
+
+struct CliOptions {
+  CliMode mode = CliMode::kHelp;
+  std::string config_path;
+  std::vector<std::string> overrides;  // --set values in order ("key=value"), for conf::LoadOptions
+};
+
+struct CliParse {
+  bool ok = false;
+  CliOptions options;
+  std::string error;  // one line, without the program name, when !ok
+};
+
+// Parses argv (argv[0] is the program name). Never prints, never exits; resets getopt's state first, so it
+// can run more than once per process (tests).
+CliParse parse_cli(int argc, char* const* argv);
+
+// The --help text and the --version line ("rdmagate 0.1.0 (v0.1.0-12-gabcdef)").
+std::string usage_text(std::string_view program);
+std::string version_text();
+// The version alone, as CMake gave it: project version plus `git describe` at configure time when known.
+std::string_view version_string() noexcept;
+
+}  // namespace rdmagate::control

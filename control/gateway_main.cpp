@@ -1,0 +1,88 @@
+// rdmagate: the gateway daemon. See control/gateway_cli.hpp for the command line, control/gateway.hpp for
+// what starts in which order, conf/README.md for the configuration.
+//
+// Exit codes: 0 after a SIGTERM/SIGINT drain, after --check-config of a valid file, --help and --version;
+// 1 for a configuration error (every error listed, each naming file, line and key) or a startup failure;
+// 2 for a command-line error. A configuration error is always reported before any device, EAL or thread
+// is touched.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "conf/conf.hpp"
+#include "control/gateway.hpp"
+#include "control/gateway_cli.hpp"
+#include "control/log.hpp"
+
+// Also linked into the guest test (RDMAGATE_GATEWAY_MAIN_EMBEDDED), which re-executes itself as the daemon,
+// so the test binary and its library closure are all the guest needs.
+int rdmagate_main(int argc, char** argv) {
+  using namespace rdmagate;
+  const control::CliParse cli = control::parse_cli(argc, argv);
+  if (!cli.ok) {
+    std::cerr << "rdmagate: " << cli.error << "\n"
+              << "try 'rdmagate --help'\n";
+    return 2;
+  }
+  const control::CliOptions& o = cli.options;
+  switch (o.mode) {
+    case control::CliMode::kHelp:
+      std::cout << control::usage_text("rdmagate");
+      return 0;
+    case control::CliMode::kVersion:
+      std::cout << control::version_text();
+      return 0;
+    case control::CliMode::kRun:
+    case control::CliMode::kCheckConfig:
+      break;
+  }
+
+  conf::LoadOptions load;
+  load.overrides = o.overrides;
+  load.host = conf::readHostFacts();
+  conf::Result<conf::LoadedConfig> loaded = conf::loadConfigFile(o.config_path, load);
+  if (!loaded) {
+    std::cerr << conf::formatErrors(loaded.errors());
+    std::cerr << "rdmagate: " << o.config_path << ": " << loaded.errors().size()
+              << (loaded.errors().size() == 1 ? " error" : " errors") << "; not started\n";
+    return 1;
+  }
+  if (o.mode == control::CliMode::kCheckConfig) {
+    std::cout << conf::dumpConfig(loaded->config, &loaded->origins);
+    std::cerr << "rdmagate: " << o.config_path << ": configuration is valid\n";
+    return 0;
+  }
+
+  control::log::Logger& lg = control::log::logger();
+  lg.configure(loaded->config.logging.format, loaded->config.logging.level);
+  lg.info("starting", {{"version", control::version_string()},
+                       {"config", o.config_path},
+                       {"overrides", static_cast<std::uint64_t>(o.overrides.size())}});
+  for (const std::string& s : o.overrides) lg.debug("override", {{"set", s}});
+
+  // Before EAL or civetweb start a thread: every thread inherits the blocked mask.
+  std::string error;
+  const int sigfd = control::block_daemon_signals(&error);
+  if (sigfd < 0) {
+    lg.error("startup failed", {{"error", error}});
+    return 1;
+  }
+  control::Gateway::Options opts;
+  opts.config_path = o.config_path;
+  opts.load = load;
+  opts.signal_fd = sigfd;
+  auto gw = control::Gateway::start(*loaded, opts, &error);
+  if (!gw) {
+    lg.error("startup failed", {{"error", error}});
+    return 1;
+  }
+  const int rc = gw->run();
+  gw.reset();
+  return rc;
+}
+
+#ifndef RDMAGATE_GATEWAY_MAIN_EMBEDDED
+int main(int argc, char** argv) {
+  return rdmagate_main(argc, argv);
+}
+#endif

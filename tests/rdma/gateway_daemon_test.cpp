@@ -1,0 +1,625 @@
+// The rdmagate daemon as a process (rxe guest): started from a YAML file plus --set, watched through its
+// telemetry (/readyz, /healthz, /metrics over a plain socket), its sd_notify messages (a NOTIFY_SOCKET this
+// test binds) and its structured log; loaded by an echo client (engine_peer) and, when the client library is
+// built, an object client (PUT / GET / DELETE, inline and chunked); reloaded with SIGHUP; stopped with
+// SIGTERM under load.
+//
+// The parent never initialises EAL. It re-executes itself as the daemon ("gateway_daemon_test daemon
+// --config ...": control/gateway_main.cpp linked in), as the echo client ("... peer client ...":
+// engine_peer.cpp) and as the object client ("... objects ..."), so the manifest's one binary and its library
+// closure are all the guest needs. RDMAGATE_DAEMON_BIN=<path> runs that binary as the daemon instead (e.g.
+// build/control/rdmagate).
+//
+// Lcores (2 vCPUs): the daemon's control thread on CPU 0 and its core on CPU 1; each client puts its control
+// thread on CPU 1 and its core on CPU 0. Every poller yields when idle.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "control/rdma_device.hpp"
+
+#ifdef RDMAGATE_DAEMON_TEST_CLIENT
+#include "client/client.hpp"
+#include "dataplane/eal_runtime.hpp"
+#endif
+
+extern char** environ;
+
+int rdmagate_main(int argc, char** argv);
+int engine_peer_main(int argc, char** argv);
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+std::string g_self;
+int g_rdma_port = 7600;
+int g_http_port = 19464;
+
+std::string rxe_addr() {
+  const char* v = std::getenv("RDMAGATE_RXE_ADDR");
+  return v != nullptr && *v != '\0' ? v : "198.18.0.1";
+}
+
+template <typename Pred>
+bool wait_for(Pred pred, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (!pred()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc);
+  f << text;
+}
+
+// ---- child processes ----------------------------------------------------------------------------------
+
+struct Child {
+  pid_t pid = -1;
+  ~Child() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  // Exit code, or -1 on timeout or death by signal.
+  int wait_exit(std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      int st = 0;
+      if (waitpid(pid, &st, WNOHANG) == pid) {
+        pid = -1;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return -1;
+  }
+  bool running() {
+    int st = 0;
+    return pid > 0 && waitpid(pid, &st, WNOHANG) == 0;
+  }
+};
+
+// argv[0] is the program; stdout and stderr go to `log` (appended); `extra_env` entries are added.
+bool spawn(Child* c, std::vector<std::string> args, const std::string& log,
+           const std::vector<std::string>& extra_env = {}) {
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_store(extra_env);
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  for (auto& s : env_store) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  const int rc = posix_spawn(&c->pid, args[0].c_str(), &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  return rc == 0;
+}
+
+// ---- HTTP (plain socket; the guest has no HTTP client) -----------------------------------------------
+
+struct HttpReply {
+  int status = 0;  // 0: no connection
+  std::string body;
+};
+
+HttpReply http_get(const std::string& path) {
+  HttpReply r;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return r;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<std::uint16_t>(g_http_port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    close(fd);
+    return r;
+  }
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    close(fd);
+    return r;
+  }
+  std::string all;
+  char buf[8192];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    all.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  if (all.rfind("HTTP/1.1 ", 0) != 0 || all.size() < 12) return r;
+  r.status = std::atoi(all.c_str() + 9);
+  const auto body = all.find("\r\n\r\n");
+  if (body != std::string::npos) r.body = all.substr(body + 4);
+  return r;
+}
+
+// Sum of every sample of `name` whose labels include `want` (Prometheus text format); -1 if none matched.
+double metric(const std::string& exposition, const std::string& name,
+              const std::map<std::string, std::string>& want = {}) {
+  std::istringstream in(exposition);
+  std::string line;
+  double sum = 0;
+  bool found = false;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const auto brace = line.find('{');
+    const auto space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    const std::string n = line.substr(0, std::min(brace, space));
+    if (n != name) continue;
+    std::map<std::string, std::string> labels;
+    if (brace != std::string::npos && brace < space) {
+      const std::string ls = line.substr(brace + 1, line.find('}') - brace - 1);
+      std::size_t pos = 0;
+      while (pos < ls.size()) {
+        const auto eq = ls.find('=', pos);
+        if (eq == std::string::npos) break;
+        const auto q2 = ls.find('"', eq + 2);
+        labels[ls.substr(pos, eq - pos)] = ls.substr(eq + 2, q2 - eq - 2);
+        pos = q2 + 2;  // past the quote and the comma
+      }
+    }
+    bool match = true;
+    for (const auto& [k, v] : want) match = match && labels.count(k) != 0 && labels[k] == v;
+    if (!match) continue;
+    sum += std::strtod(line.c_str() + space + 1, nullptr);
+    found = true;
+  }
+  return found ? sum : -1;
+}
+
+// ---- sd_notify ------------------------------------------------------------------------------------------
+
+class NotifySocket {
+ public:
+  NotifySocket() {
+    path_ = "/tmp/gwd_notify_" + std::to_string(getpid()) + ".sock";
+    unlink(path_.c_str());
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path_.c_str());
+    ok_ = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0;
+  }
+  ~NotifySocket() {
+    if (fd_ >= 0) close(fd_);
+    unlink(path_.c_str());
+  }
+  bool ok() const { return ok_; }
+  const std::string& path() const { return path_; }
+  // Waits for a datagram containing `what` (a line such as "READY=1"); every datagram read is kept.
+  bool wait(const std::string& what, std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      for (std::size_t i = seen_; i < msgs_.size(); ++i) {
+        if (has_line(msgs_[i], what)) {
+          seen_ = i + 1;
+          return true;
+        }
+      }
+      seen_ = msgs_.size();
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n > 0) msgs_.emplace_back(buf, static_cast<std::size_t>(n));
+    }
+  }
+  const std::vector<std::string>& messages() const { return msgs_; }
+
+ private:
+  static bool has_line(const std::string& msg, const std::string& line) {
+    std::istringstream in(msg);
+    std::string l;
+    while (std::getline(in, l)) {
+      if (l == line || l.rfind(line, 0) == 0) return true;
+    }
+    return false;
+  }
+  std::string path_;
+  int fd_ = -1;
+  bool ok_ = false;
+  std::vector<std::string> msgs_;
+  std::size_t seen_ = 0;  // messages already matched or skipped by the previous wait
+};
+
+std::map<std::string, std::string> read_status(const std::string& path) {
+  std::map<std::string, std::string> kv;
+  std::istringstream in(read_file(path));
+  std::string tok;
+  while (in >> tok) {
+    const auto eq = tok.find('=');
+    if (eq != std::string::npos) kv[tok.substr(0, eq)] = tok.substr(eq + 1);
+  }
+  return kv;
+}
+
+std::uint64_t num(const std::map<std::string, std::string>& kv, const std::string& k) {
+  auto it = kv.find(k);
+  return it == kv.end() ? UINT64_MAX : std::strtoull(it->second.c_str(), nullptr, 10);
+}
+
+std::string config_text(const std::string& level, const std::string& allowed, std::uint32_t queue_depth) {
+  std::ostringstream y;
+  y << "# gateway_daemon_test\n"
+       "eal:\n  main_lcore: 0\n"
+       "listen:\n  addresses: [\""
+    << rxe_addr() << "\"]\n  port: " << g_rdma_port
+    << "\n"
+       "dataplane:\n  cores: [1]\n  idle_policy: busy\n  max_connections_per_core: 8\n  queue_depth: "
+    << queue_depth
+    << "\n"
+       "protocol:\n  drain_timeout_ms: 5000\n"
+       "store:\n  capacity_mib: 32\n"
+       "telemetry:\n  bind_address: \"127.0.0.1\"\n  port: "
+    << g_http_port
+    << "\n"
+       "security:\n  allowed_clients: "
+    << allowed
+    << "\n"
+       "logging:\n  level: "
+    << level << "\n";
+  return y.str();
+}
+
+TEST(GatewayDaemon, StartLoadMetricsReloadAndSigtermDrain) {
+  const std::string tag = std::to_string(getpid());
+  const std::string yaml = "/tmp/gwd_" + tag + ".yaml";
+  const std::string log = "/tmp/gwd_" + tag + ".log";
+  const std::string peer_log = "/tmp/gwd_peer_" + tag + ".log";
+  const std::string status1 = "/tmp/gwd_c1_" + tag, status2 = "/tmp/gwd_c2_" + tag;
+  std::remove(log.c_str());
+  write_file(yaml, config_text("info", "[\"198.18.0.0/15\", \"127.0.0.0/8\"]", 64));
+
+  NotifySocket notify;
+  ASSERT_TRUE(notify.ok()) << "cannot bind " << notify.path() << ": " << std::strerror(errno);
+
+  // Before the daemon runs nothing answers on the telemetry port.
+  EXPECT_EQ(http_get("/readyz").status, 0) << "something already listens on port " << g_http_port;
+
+  Child daemon;
+  const char* bin = std::getenv("RDMAGATE_DAEMON_BIN");
+  std::vector<std::string> dargs = bin != nullptr && *bin != '\0'
+                                       ? std::vector<std::string>{bin}
+                                       : std::vector<std::string>{g_self, "daemon"};
+  for (const char* a : {"--config", yaml.c_str(), "--set", "dataplane.idle_policy=yield"})
+    dargs.emplace_back(a);
+  const auto t_start = Clock::now();
+  ASSERT_TRUE(spawn(&daemon, dargs, log, {"NOTIFY_SOCKET=" + notify.path()}));
+
+  // While it starts, /readyz is unreachable or 503 with a reason, never 200 before READY=1.
+  std::vector<std::string> early;
+  bool ready = false;
+  while (!ready && Clock::now() - t_start < 90s && daemon.running()) {
+    const HttpReply r = http_get("/readyz");
+    // The daemon marks itself ready only after sending READY=1: a 200 here means the datagram is queued.
+    ready = notify.wait("READY=1", 100ms);
+    if (!ready) {
+      EXPECT_NE(r.status, 200) << "ready before READY=1";
+      const std::string seen = std::to_string(r.status) + " " + r.body;
+      if (r.status != 0 && (early.empty() || early.back() != seen)) early.push_back(seen);
+    }
+  }
+  ASSERT_TRUE(ready) << "no READY=1 within 90 s; log:\n" << read_file(log);
+  const double start_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+  for (const std::string& e : early) std::printf("gateway_daemon: /readyz during startup: %s", e.c_str());
+  const HttpReply readyz = http_get("/readyz");
+  EXPECT_EQ(readyz.status, 200) << readyz.body;
+  const HttpReply healthz = http_get("/healthz");
+  EXPECT_EQ(healthz.status, 200) << healthz.body;
+  std::printf("gateway_daemon: READY=1 after %.1f s; /readyz %d %s", start_s, readyz.status,
+              readyz.body.c_str());
+  const std::string started = read_file(log);
+  EXPECT_NE(started.find("msg=listening addr=" + rxe_addr() + " port=" + std::to_string(g_rdma_port)),
+            std::string::npos)
+      << started;
+  EXPECT_NE(started.find("idle_policy=yield"), std::string::npos) << "--set did not apply:\n" << started;
+
+  const std::string m0 = http_get("/metrics").body;
+  ASSERT_GT(metric(m0, "rdmagate_poller_polls_total"), 0) << m0.substr(0, 2000);
+  EXPECT_EQ(metric(m0, "rdmagate_connection_accepts_total"), 0);
+  EXPECT_EQ(metric(m0, "rdmagate_store_capacity_bytes"), 32.0 * 1024 * 1024);
+
+  // Echo load: engine_peer's verifying client (ObjectService answers opcode 1 = ECHO).
+  Child c1;
+  ASSERT_TRUE(spawn(
+      &c1,
+      {g_self, "peer", "client", "--addr", rxe_addr(), "--port", std::to_string(g_rdma_port), "--lcores",
+       "0@1,1@0", "--window", "8", "--status", status1, "--backoff-min-ms", "200", "--backoff-max-ms", "400"},
+      peer_log));
+  ASSERT_TRUE(wait_for(
+      [&] {
+        const auto v = num(read_status(status1), "rx");
+        return v != UINT64_MAX && v > 2000;
+      },
+      60s))
+      << "no echo traffic; daemon log:\n"
+      << read_file(log) << "\nclient log:\n"
+      << read_file(peer_log);
+
+#ifdef RDMAGATE_DAEMON_TEST_CLIENT
+  // Object load: PUT / GET / DELETE, inline (100 B) and chunked (64 KiB: RDMA READ / WRITE).
+  Child objs;
+  const std::string obj_status = "/tmp/gwd_obj_" + tag;
+  ASSERT_TRUE(
+      spawn(&objs, {g_self, "objects", rxe_addr(), std::to_string(g_rdma_port), obj_status}, peer_log));
+  EXPECT_EQ(objs.wait_exit(120s), 0) << "object client failed:\n" << read_file(peer_log);
+  const auto ost = read_status(obj_status);
+  std::printf("gateway_daemon: object client: %s", read_file(obj_status).c_str());
+#endif
+
+  // Counters the load implies. The stats reach /metrics within ~100 ms (core) and ~100 ms (control).
+  std::this_thread::sleep_for(400ms);
+  const std::uint64_t client_rx = num(read_status(status1), "rx");
+  const std::string m1 = http_get("/metrics").body;
+  const double req_rx =
+      metric(m1, "rdmagate_transport_messages_total", {{"type", "inline_request"}, {"direction", "rx"}});
+  const double resp_tx =
+      metric(m1, "rdmagate_transport_messages_total", {{"type", "inline_response"}, {"direction", "tx"}});
+  const double req_bytes =
+      metric(m1, "rdmagate_transport_message_bytes_total", {{"type", "inline_request"}, {"direction", "rx"}});
+  const double established = metric(m1, "rdmagate_connections", {{"state", "established"}});
+  const double accepts = metric(m1, "rdmagate_connection_accepts_total");
+  std::printf(
+      "gateway_daemon: echo client rx %llu; gateway inline_request rx %.0f (%.0f bytes), inline_response "
+      "tx %.0f, accepts %.0f, established %.0f\n",
+      static_cast<unsigned long long>(client_rx), req_rx, req_bytes, resp_tx, accepts, established);
+  EXPECT_GE(req_rx, static_cast<double>(client_rx))
+      << "every echo the client got was a request the gateway took";
+  EXPECT_GE(resp_tx, static_cast<double>(client_rx));
+  EXPECT_GT(req_bytes, req_rx * 16) << "a request carries at least its header";
+  EXPECT_GE(accepts, 1);
+  EXPECT_EQ(established, 1) << "the echo client's connection (the object client's closed)";
+#ifdef RDMAGATE_DAEMON_TEST_CLIENT
+  EXPECT_GE(accepts, 2) << "echo client and object client";
+  EXPECT_EQ(metric(m1, "rdmagate_store_operations_total", {{"op", "put"}, {"status", "ok"}}),
+            static_cast<double>(num(ost, "puts")));
+  EXPECT_EQ(metric(m1, "rdmagate_store_operations_total", {{"op", "get"}, {"status", "ok"}}),
+            static_cast<double>(num(ost, "gets")));
+  EXPECT_EQ(metric(m1, "rdmagate_store_operations_total", {{"op", "delete"}, {"status", "ok"}}),
+            static_cast<double>(num(ost, "dels")));
+  EXPECT_EQ(metric(m1, "rdmagate_store_objects"), static_cast<double>(num(ost, "objects_left")));
+  EXPECT_GE(metric(m1, "rdmagate_transport_read_chunks_total"),
+            static_cast<double>(num(ost, "chunked_puts")));
+  EXPECT_GE(metric(m1, "rdmagate_transport_write_chunks_total"),
+            static_cast<double>(num(ost, "chunked_gets")));
+  EXPECT_GT(num(ost, "chunked_puts"), 0u);
+  EXPECT_GT(num(ost, "chunked_gets"), 0u);
+#endif
+
+  // SIGHUP 1: logging.level info -> debug (live), queue_depth 64 -> 128 (restart only: ignored, logged).
+  write_file(yaml, config_text("debug", "[\"198.18.0.0/15\", \"127.0.0.0/8\"]", 128));
+  kill(daemon.pid, SIGHUP);
+  EXPECT_TRUE(notify.wait("RELOADING=1", 20s)) << "no RELOADING=1";
+  EXPECT_TRUE(notify.wait("READY=1", 20s)) << "no READY=1 after the reload";
+  EXPECT_TRUE(wait_for([&] { return read_file(log).find("msg=reloaded") != std::string::npos; }, 10s));
+  const std::string after1 = read_file(log);
+  EXPECT_NE(after1.find("msg=\"config change applied\" key=logging.level before=info after=debug"),
+            std::string::npos)
+      << after1;
+  EXPECT_NE(after1.find("msg=\"config change ignored: needs a restart\" key=dataplane.queue_depth running=64 "
+                        "file=128"),
+            std::string::npos)
+      << after1;
+
+  // SIGHUP 2: the allow list no longer admits the fabric: a new client is rejected "not allowed", the
+  // established one carries on.
+  write_file(yaml, config_text("debug", "[\"10.0.0.0/8\"]", 128));
+  kill(daemon.pid, SIGHUP);
+  EXPECT_TRUE(notify.wait("READY=1", 20s)) << "no READY=1 after the second reload";
+  Child c2;
+  ASSERT_TRUE(spawn(
+      &c2,
+      {g_self, "peer", "client", "--addr", rxe_addr(), "--port", std::to_string(g_rdma_port), "--lcores",
+       "0@1,1@0", "--status", status2, "--backoff-min-ms", "200", "--backoff-max-ms", "400"},
+      peer_log));
+  EXPECT_TRUE(wait_for(
+      [&] {
+        return metric(http_get("/metrics").body, "rdmagate_connection_rejects_total",
+                      {{"reason", "not_allowed"}}) >= 1;
+      },
+      30s))
+      << "no not_allowed reject; daemon log:\n"
+      << read_file(log);
+  kill(c2.pid, SIGTERM);
+  EXPECT_EQ(c2.wait_exit(30s), 0);
+  const std::uint64_t rx_before = num(read_status(status1), "rx");
+  EXPECT_TRUE(wait_for([&] { return num(read_status(status1), "rx") > rx_before + 500; }, 30s))
+      << "the established echo client stalled after the reloads";
+
+  // SIGTERM under load: STOPPING=1, drain, exit 0; the client's requests all answered (echoed or refused).
+  kill(daemon.pid, SIGTERM);
+  const auto t_stop = Clock::now();
+  EXPECT_TRUE(notify.wait("STOPPING=1", 20s)) << "no STOPPING=1";
+  EXPECT_EQ(daemon.wait_exit(60s), 0) << read_file(log);
+  const double stop_s = std::chrono::duration<double>(Clock::now() - t_stop).count();
+  const std::string final_log = read_file(log);
+  EXPECT_NE(final_log.find("msg=stopping signal=SIGTERM connections=1"), std::string::npos) << final_log;
+  EXPECT_NE(final_log.find("msg=drained"), std::string::npos) << final_log;
+  EXPECT_NE(final_log.find("level=debug"), std::string::npos) << "the debug level never took effect";
+  EXPECT_TRUE(wait_for(
+      [&] {
+        const auto v = num(read_status(status1), "sent");
+        return v != 0 && v != UINT64_MAX;
+      },
+      20s))
+      << "the echo client never saw its connection close";
+  kill(c1.pid, SIGTERM);
+  EXPECT_EQ(c1.wait_exit(30s), 0);
+  const auto cst = read_status(status1);
+  std::printf(
+      "gateway_daemon: SIGTERM under load: exit in %.2f s; client sent %llu, answered %llu (refused %llu), "
+      "lost %llu, mismatches %llu\n",
+      stop_s, static_cast<unsigned long long>(num(cst, "sent")),
+      static_cast<unsigned long long>(num(cst, "answered")),
+      static_cast<unsigned long long>(num(cst, "refused")), static_cast<unsigned long long>(num(cst, "lost")),
+      static_cast<unsigned long long>(num(cst, "mismatches")));
+  EXPECT_EQ(num(cst, "mismatches"), 0u);
+  EXPECT_EQ(num(cst, "sent"), num(cst, "answered")) << "a request was lost in the drain";
+  EXPECT_EQ(http_get("/readyz").status, 0) << "telemetry still up after exit";
+  std::printf("gateway_daemon: sd_notify messages:");
+  for (const std::string& m : notify.messages()) {
+    std::string one = m;
+    for (char& ch : one) ch = ch == '\n' ? ' ' : ch;
+    std::printf(" [%s]", one.c_str());
+  }
+  std::printf("\n");
+  std::remove(yaml.c_str());
+}
+
+#ifdef RDMAGATE_DAEMON_TEST_CLIENT
+// "objects ADDR PORT STATUS": PUT 50 inline and 10 chunked values, GET and verify each, DELETE the chunked
+// ones; writes "puts= gets= dels= objects_left= chunked_puts= chunked_gets= errors= mismatches=" to STATUS.
+int objects_main(int argc, char** argv) {
+  using namespace rdmagate;
+  if (argc != 4) return 2;
+  dataplane::EalOptions eo;
+  eo.program_name = "objects";
+  eo.lcores = "0@1,1@0";
+  eo.hugepages = dataplane::HugepagePolicy::kNever;
+  eo.memory_mb = 192;
+  std::string err;
+  auto eal = dataplane::EalRuntime::init(eo, &err);
+  if (!eal) {
+    std::fprintf(stderr, "objects: %s\n", err.c_str());
+    return 1;
+  }
+  client::ClientConfig cc;
+  cc.gateways = {{argv[1], static_cast<std::uint16_t>(std::atoi(argv[2]))}};
+  cc.device = control::device_name_from_env();
+  cc.cores = 1;
+  cc.lcores = {1};
+  cc.yield_when_idle = true;
+  cc.pool_bytes = 8u << 20;
+  auto cl = client::Client::create(cc, &err);
+  if (!cl || !cl->wait_connected(30s)) {
+    std::fprintf(stderr, "objects: %s\n", cl ? "not connected" : err.c_str());
+    return 1;
+  }
+  constexpr std::size_t kSmall = 100, kBig = 64 * 1024;
+  std::uint64_t puts = 0, gets = 0, dels = 0, errors = 0, mismatches = 0;
+  const auto fill = [](std::byte* p, std::size_t n, unsigned seed) {
+    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::byte>((i * 31 + seed) & 0xff);
+  };
+  std::vector<std::byte> small(kSmall), got(kSmall);
+  std::span<std::byte> big = cl->alloc_buffer(kBig), big_got = cl->alloc_buffer(kBig);
+  if (big.size() < kBig || big_got.size() < kBig) return 1;
+  for (unsigned i = 0; i < 50; ++i) {
+    fill(small.data(), kSmall, i);
+    const std::string key = "small-" + std::to_string(i);
+    errors += cl->put(key, small.data(), kSmall).status != client::Status::kOk;
+    ++puts;
+    const client::Result r = cl->get(key, got.data(), got.size());
+    ++gets;
+    errors += r.status != client::Status::kOk;
+    mismatches += r.size != kSmall || got != small;
+  }
+  for (unsigned i = 0; i < 10; ++i) {
+    fill(big.data(), kBig, i + 100);
+    const std::string key = "big-" + std::to_string(i);
+    errors += cl->put(key, big.data(), kBig).status != client::Status::kOk;
+    ++puts;
+    const client::Result r = cl->get(key, big_got.data(), big_got.size());
+    ++gets;
+    errors += r.status != client::Status::kOk;
+    mismatches += r.size != kBig || std::memcmp(big.data(), big_got.data(), kBig) != 0;
+    errors += cl->del(key).status != client::Status::kOk;
+    ++dels;
+  }
+  const client::ClientStats st = cl->stats();
+  FILE* f = std::fopen(argv[3], "w");
+  if (f != nullptr) {
+    std::fprintf(
+        f,
+        "puts=%llu gets=%llu dels=%llu objects_left=50 chunked_puts=%llu chunked_gets=%llu errors=%llu "
+        "mismatches=%llu\n",
+        static_cast<unsigned long long>(puts), static_cast<unsigned long long>(gets),
+        static_cast<unsigned long long>(dels), static_cast<unsigned long long>(st.chunked_puts),
+        static_cast<unsigned long long>(st.chunked_gets), static_cast<unsigned long long>(errors),
+        static_cast<unsigned long long>(mismatches));
+    std::fclose(f);
+  }
+  cl.reset();
+  (void)eal.release();  // exits right away; EAL's cleanup is not needed for that
+  return errors == 0 && mismatches == 0 ? 0 : 1;
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "daemon") == 0) return rdmagate_main(argc - 1, argv + 1);
+  if (argc > 1 && std::strcmp(argv[1], "peer") == 0) return engine_peer_main(argc - 1, argv + 1);
+#ifdef RDMAGATE_DAEMON_TEST_CLIENT
+  if (argc > 1 && std::strcmp(argv[1], "objects") == 0) return objects_main(argc - 1, argv + 1);
+#endif
+  ::testing::InitGoogleTest(&argc, argv);
+  if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) {
+    std::fprintf(stderr, "*** FAILED gateway_daemon_test: readlink /proc/self/exe: %s\n",
+                 std::strerror(errno));
+    return 1;
+  }
+  self[n] = '\0';
+  g_self = self;
+  const rdmagate::control::RdmaProbe probe =
+      rdmagate::control::probe_rdma(rdmagate::control::device_name_from_env());
+  if (!probe.ok()) {
+    if (probe.no_rdma()) {
+      std::fprintf(stderr, "*** SKIPPED gateway_daemon_test (exit %d, not a pass): %s\n",
+                   rdmagate::control::kSkipExitCode, probe.message.c_str());
+      return rdmagate::control::kSkipExitCode;
+    }
+    std::fprintf(stderr, "*** FAILED gateway_daemon_test: %s\n", probe.message.c_str());
+    return 1;
+  }
+  g_rdma_port = 7600 + static_cast<int>(getpid() % 300) * 2;
+  g_http_port = 19000 + static_cast<int>(getpid() % 1000);
+  return RUN_ALL_TESTS();
+}
