@@ -1,0 +1,281 @@
+#!/bin/bash
+# Keeps deploy/ honest: manifests parse and agree with each other, with conf/rdmagate.yaml and with
+# docs/metrics.md; the systemd unit has what the daemon's contract needs; the container scripts work.
+#
+#   check-deploy.sh SOURCE_DIR [RDMAGATE_BINARY BUILD_DIR]
+#
+# With the daemon binary (built in this configuration) it also runs `rdmagate --check-config` on the
+# ConfigMap's embedded config and checks the Dockerfile's runtime package list against what the binary
+# links (skipped with CHECK_DEPLOY_RUNTIME_DEPS=0: a sanitizer build links libasan). Structured checks run in check_deploy.py when python3 is present; without python3 (or PyYAML)
+# simpler grep checks stand in. Last line: "check-deploy: N passed, N failed"; exit 1 if any failed.
+#
+# SELF_TEST: unless CHECK_DEPLOY_NO_SELF_TEST=1, the checks are also run on broken copies of the tree
+# (a renamed metric, a missing probe, an unknown config section), each of which must fail.
+set -uo pipefail
+
+src=$(cd "${1:?usage: $0 SOURCE_DIR [RDMAGATE_BINARY BUILD_DIR]}" && pwd)
+binary=${2:-}
+build_dir=${3:-}
+here=$(cd "$(dirname "$0")" && pwd)
+deploy=$src/deploy
+passed=0
+failed=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { passed=$((passed + 1)); echo "ok: $*"; }
+bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+expect() { # expect "message" command...: pass when the command succeeds
+  local msg=$1
+  shift
+  if "$@"; then ok "$msg"; else bad "$msg"; fi
+}
+
+have_python=0
+have_yaml=0
+# CHECK_DEPLOY_NO_PYTHON=1 exercises the fallback on a machine that has python3.
+if [ "${CHECK_DEPLOY_NO_PYTHON:-0}" != 1 ] && command -v python3 >/dev/null; then
+  have_python=1
+  python3 -c 'import yaml' 2>/dev/null && have_yaml=1
+fi
+
+# -------------------------------------------------------------------------------- structured checks
+if [ "$have_python" = 1 ]; then
+  if python3 "$here/check_deploy.py" "$src" >"$tmp/py.out" 2>&1; then
+    ok "check_deploy.py: $(tail -n1 "$tmp/py.out")"
+  else
+    bad "check_deploy.py: $(tail -n1 "$tmp/py.out")"
+  fi
+  grep -E '^(FAIL|note):' "$tmp/py.out" | sed 's/^/  /'
+else
+  echo "note: no python3: grep-based checks only"
+  if command -v jq >/dev/null; then
+    expect "dashboard parses as JSON (jq)" jq empty "$deploy/grafana/rdmagate-dashboard.json"
+  fi
+  unknown=""
+  for m in $(grep -o 'rdmagate_[a-z0-9_]*' "$deploy/grafana/rdmagate-dashboard.json" | sort -u); do
+    base=$m
+    grep -q "\`$base\`" "$src/docs/metrics.md" || base=$(sed -E 's/_(bucket|sum|count)$//' <<<"$m")
+    grep -q "\`$base\`" "$src/docs/metrics.md" || unknown="$unknown $m"
+  done
+  if [ -z "$unknown" ]; then ok "dashboard metric names are in docs/metrics.md"; else
+    bad "dashboard metric names not in docs/metrics.md:$unknown"; fi
+fi
+
+# The ConfigMap's embedded rdmagate.yaml, unindented (awk: no YAML library needed).
+awk '/^  rdmagate.yaml: \|/ {on=1; next} on && /^    / {print substr($0, 5); next} on && /^$/ {print; next}
+     on {exit}' "$deploy/kubernetes/configmap.yaml" >"$tmp/configmap-rdmagate.yaml"
+expect "ConfigMap embeds a non-empty rdmagate.yaml" test -s "$tmp/configmap-rdmagate.yaml"
+
+if [ "$have_yaml" = 0 ]; then
+  echo "note: no PyYAML: YAML files checked with grep only"
+  ds=$deploy/kubernetes/daemonset.yaml
+  expect "DaemonSet requests hugepages-2Mi" grep -q 'hugepages-2Mi:' "$ds"
+  expect "DaemonSet requests an RDMA resource" grep -q 'rdma/[a-z_]*: 1' "$ds"
+  expect "DaemonSet probes /healthz" grep -q 'path: /healthz' "$ds"
+  expect "DaemonSet probes /readyz" grep -q 'path: /readyz' "$ds"
+  ref_sections=$(grep -oE '^[a-z_]+:' "$src/conf/rdmagate.yaml" | sort -u)
+  extra=$(grep -oE '^[a-z_]+:' "$tmp/configmap-rdmagate.yaml" | sort -u | comm -23 - <(echo "$ref_sections"))
+  if [ -z "$extra" ]; then ok "ConfigMap's rdmagate.yaml uses only sections of conf/rdmagate.yaml"; else
+    bad "ConfigMap's rdmagate.yaml has unknown sections: $extra"; fi
+fi
+
+if command -v kubectl >/dev/null; then
+  # Offline: kustomize renders without a cluster.
+  if kubectl kustomize "$deploy/kubernetes" >"$tmp/kustomized.yaml" 2>"$tmp/kustomize.err"; then
+    ok "kubectl kustomize renders deploy/kubernetes ($(grep -c '^kind:' "$tmp/kustomized.yaml") objects)"
+  else
+    bad "kubectl kustomize deploy/kubernetes: $(tr '\n' ' ' <"$tmp/kustomize.err")"
+  fi
+fi
+
+# Field-level schema check, with whichever python has the Kubernetes client (Debian: python3-kubernetes).
+k8s_python=
+for py in python3 /usr/bin/python3; do
+  if [ "$have_python" = 1 ] && command -v "$py" >/dev/null && "$py" -c 'import kubernetes, yaml' 2>/dev/null; then
+    k8s_python=$py
+    break
+  fi
+done
+if [ -n "$k8s_python" ]; then
+  if "$k8s_python" "$here/k8s_schema.py" "$deploy"/kubernetes/*.yaml >"$tmp/schema.out" 2>&1; then
+    ok "Kubernetes objects have only known fields ($(grep -c '^ok:' "$tmp/schema.out") checked)"
+  else
+    bad "Kubernetes field check: $(grep -v '^ok:\|^skip:' "$tmp/schema.out" | tr '\n' ' ')"
+  fi
+else
+  echo "note: no python Kubernetes client: field names of the manifests not checked (apt-get install python3-kubernetes)"
+fi
+
+# --------------------------------------------------------------------------------------------- systemd
+unit=$deploy/systemd/rdmagate.service
+svc() { sed -n '/^\[Service\]/,/^\[/p' "$unit" | grep -qxF -- "$1"; }
+expect "unit: Type=notify" svc "Type=notify"
+expect "unit: ExecStart runs the config" svc "ExecStart=/usr/bin/rdmagate --config /etc/rdmagate/rdmagate.yaml"
+expect "unit: ExecStartPre checks the config" \
+  svc "ExecStartPre=/usr/bin/rdmagate --check-config /etc/rdmagate/rdmagate.yaml"
+expect "unit: ExecReload sends SIGHUP" svc 'ExecReload=/bin/kill -HUP $MAINPID'
+expect "unit: LimitMEMLOCK=infinity" svc "LimitMEMLOCK=infinity"
+expect "unit: ambient CAP_IPC_LOCK" svc "AmbientCapabilities=CAP_IPC_LOCK"
+expect "unit: Restart=on-failure" svc "Restart=on-failure"
+stop=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)$/\1/p' "$unit")
+expect "unit: TimeoutStopSec=${stop:-?} >= 30 (above the drain)" test "${stop:-0}" -ge 30
+expect "unit: no PrivateDevices (it hides /dev/infiniband)" \
+  bash -c "! grep -qE '^PrivateDevices=(yes|true|1)' '$unit'"
+if command -v systemd-analyze >/dev/null; then
+  # On a build host the daemon is usually not installed: that one complaint is expected.
+  out=$(cd "$deploy/systemd" && systemd-analyze verify --man=no ./rdmagate.service ./rdmagate-hugepages.service \
+        2>&1 | grep -vE 'Command /usr/bin/rdmagate is not executable|^$' || true)
+  if [ -z "$out" ]; then ok "systemd-analyze verify: units are clean"; else
+    bad "systemd-analyze verify: $(tr '\n' ' ' <<<"$out")"; fi
+else
+  echo "note: no systemd-analyze: unit syntax not verified"
+fi
+
+# ------------------------------------------------------------------------------------------- container
+c=$deploy/container
+for f in rdmagate-entrypoint rdmagate-healthcheck check-runtime-deps.sh; do
+  expect "container/$f is executable and parses" bash -c "test -x '$c/$f' && bash -n '$c/$f'"
+done
+for f in $(grep -oE '(deploy/container|tools|conf)/[A-Za-z0-9_./-]+' "$c/Dockerfile" | sort -u); do
+  expect "Dockerfile's $f exists" test -e "$src/$f"
+done
+if command -v shellcheck >/dev/null; then
+  expect "shellcheck: container scripts and this test" shellcheck -S warning "$c/rdmagate-entrypoint" \
+    "$c/rdmagate-healthcheck" "$c/check-runtime-deps.sh" "$0"
+fi
+
+# Entrypoint: a stub daemon prints its arguments, one per line.
+printf '#!/bin/sh\nfor a in "$@"; do echo "$a"; done\n' >"$tmp/stub"
+chmod +x "$tmp/stub"
+ep() { RDMAGATE_BIN=$tmp/stub "$c/rdmagate-entrypoint" "$@" 2>"$tmp/ep.err" | tr '\n' ' '; }
+got=$(RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPUS_ALLOWED=2-4,7 ep --config f.yaml)
+expect "entrypoint: 2-4,7 -> main 2, cores 3,4,7 [$got]" \
+  test "$got" = "--set eal.main_lcore=2 --set dataplane.cores=3,4,7 --config f.yaml "
+got=$(RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPUS_ALLOWED=0-15 RDMAGATE_CPU_LIMIT=3 ep --config f.yaml)
+expect "entrypoint: limit 3 of 0-15 -> main 0, cores 1,2 [$got]" \
+  test "$got" = "--set eal.main_lcore=0 --set dataplane.cores=1,2 --config f.yaml "
+expect "entrypoint: a capped affinity warns" grep -q 'level=warn' "$tmp/ep.err"
+got=$(RDMAGATE_CPUS_ALLOWED=2-4 ep --config f.yaml)
+expect "entrypoint: passes through without RDMAGATE_CORES_FROM_AFFINITY [$got]" test "$got" = "--config f.yaml "
+got=$(RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPUS_ALLOWED=2-4 ep --version)
+expect "entrypoint: --version passes through [$got]" test "$got" = "--version "
+for bad_list in 5 "x-y" ""; do
+  RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPUS_ALLOWED=$bad_list RDMAGATE_BIN=$tmp/stub \
+    "$c/rdmagate-entrypoint" --config f.yaml >/dev/null 2>&1
+  rc=$?
+  # An empty override means "read the affinity": that succeeds on any machine with 2 CPUs.
+  if [ -n "$bad_list" ]; then expect "entrypoint: affinity \"$bad_list\" is refused (exit $rc)" test "$rc" = 2; fi
+done
+
+# Healthcheck against a throwaway HTTP server: 200 for a path that exists, failure for one that does not.
+if [ "$have_python" = 1 ]; then
+  mkdir -p "$tmp/www"
+  echo live >"$tmp/www/healthz"
+  (cd "$tmp/www" && exec python3 -u -m http.server 0 --bind 127.0.0.1 >"$tmp/http.out" 2>&1) &
+  http_pid=$!
+  port=
+  for _ in $(seq 50); do
+    port=$(sed -n 's/.* port \([0-9]*\).*/\1/p' "$tmp/http.out" | head -n1)
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  if [ -n "$port" ]; then
+    expect "healthcheck: 200 on /healthz passes" env RDMAGATE_HEALTH_PORT="$port" "$c/rdmagate-healthcheck" /healthz
+    expect "healthcheck: 404 on /readyz fails" \
+      bash -c "! RDMAGATE_HEALTH_PORT=$port '$c/rdmagate-healthcheck' /readyz 2>/dev/null"
+  else
+    bad "healthcheck: the test HTTP server did not start: $(cat "$tmp/http.out")"
+  fi
+  kill "$http_pid" 2>/dev/null
+  wait "$http_pid" 2>/dev/null
+  expect "healthcheck: a closed port fails" \
+    bash -c "! RDMAGATE_HEALTH_PORT=1 '$c/rdmagate-healthcheck' 2>/dev/null"
+fi
+
+# ------------------------------------------------------------------------------------- with the daemon
+if [ -n "$binary" ] && [ "${CHECK_DEPLOY_RUNTIME_DEPS:-1}" = 1 ]; then
+  # The Dockerfile's ARG RUNTIME_PACKAGES="..." may span lines ending in a backslash.
+  pkgs=$(awk '/^ARG RUNTIME_PACKAGES="/ {on=1} on {print} on && /"[[:space:]]*$/ && NR>1 {exit}' "$c/Dockerfile" |
+         sed -e 's/^ARG RUNTIME_PACKAGES="//' -e 's/"[[:space:]]*$//' -e 's/\\$//' | tr -s ' \n' ' ')
+  if "$c/check-runtime-deps.sh" "$binary" $pkgs >"$tmp/deps.out" 2>&1; then
+    ok "Dockerfile's RUNTIME_PACKAGES provide every library $(basename "$binary") links"
+  else
+    bad "Dockerfile's RUNTIME_PACKAGES: $(grep -v ' <- ' "$tmp/deps.out" | tr '\n' ' ')"
+  fi
+  # ... and that this check can fail: without libyaml-cpp0.7 the list is incomplete.
+  expect "check-runtime-deps.sh notices a missing package (libyaml-cpp0.7 removed)" \
+    bash -c "! '$c/check-runtime-deps.sh' '$binary' ${pkgs//libyaml-cpp0.7/} >/dev/null 2>&1"
+  if [ -n "$build_dir" ]; then
+    rel=${binary#"$build_dir"/}
+    docker_rel=$(sed -n 's/^ARG RDMAGATE_BINARY=build\/release\///p' "$c/Dockerfile")
+    expect "Dockerfile's RDMAGATE_BINARY path (build/release/$docker_rel) is where CMake puts it ($rel)" \
+      test "$rel" = "$docker_rel"
+  fi
+fi
+if [ -n "$binary" ]; then
+  # The ConfigMap's config as the pod runs it: the entrypoint adds the lcores from this host's affinity.
+  if [ "$(nproc)" -ge 2 ]; then
+    if RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPU_LIMIT=2 RDMAGATE_BIN=$binary \
+       "$c/rdmagate-entrypoint" --check-config "$tmp/configmap-rdmagate.yaml" >"$tmp/check.out" 2>&1; then
+      ok "rdmagate --check-config accepts the ConfigMap's rdmagate.yaml"
+    else
+      bad "rdmagate --check-config on the ConfigMap's rdmagate.yaml: $(tr '\n' ' ' <"$tmp/check.out")"
+    fi
+    # ... and that this check can fail: a store larger than the EAL memory is a config error.
+    sed 's/^\( *capacity_mib:\).*/\1 1048576/' "$tmp/configmap-rdmagate.yaml" >"$tmp/broken.yaml"
+    expect "rdmagate --check-config rejects a broken copy (store.capacity_mib above eal.memory_mib)" \
+      bash -c "! RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPU_LIMIT=2 RDMAGATE_BIN='$binary' \
+               '$c/rdmagate-entrypoint' --check-config '$tmp/broken.yaml' >/dev/null 2>&1"
+  else
+    echo "note: fewer than 2 CPUs: --check-config of the ConfigMap skipped"
+  fi
+fi
+
+# ------------------------------------------------------------------------------------------- self-test
+# The checks must be able to fail: run them on broken copies of the tree, each of which must be caught.
+if [ "$have_python" = 1 ] && [ "${CHECK_DEPLOY_NO_SELF_TEST:-0}" != 1 ]; then
+  # mutate "description" file sed-expression "the FAIL line that must appear" [needs-yaml]
+  mutate() {
+    local what=$1 file=$2 expr=$3 expected=$4 needs_yaml=${5:-0}
+    [ "$needs_yaml" = 1 ] && [ "$have_yaml" = 0 ] && return
+    rm -rf "$tmp/tree"
+    mkdir -p "$tmp/tree"
+    cp -r "$src/deploy" "$src/docs" "$src/conf" "$tmp/tree/"
+    sed -i -e "$expr" "$tmp/tree/$file"
+    if cmp -s "$src/$file" "$tmp/tree/$file"; then
+      bad "self-test: the mutation \"$what\" changed nothing in $file (update this test)"
+    elif python3 "$here/check_deploy.py" "$tmp/tree" >"$tmp/mut.out" 2>&1; then
+      bad "self-test: \"$what\" was NOT caught"
+    elif ! grep -q "^FAIL: $expected" "$tmp/mut.out"; then
+      bad "self-test: \"$what\" was caught, but not by \"$expected\": $(grep '^FAIL' "$tmp/mut.out" | tr '\n' ' ')"
+    else
+      ok "self-test: \"$what\" is caught by: $(grep -m1 "^FAIL: $expected" "$tmp/mut.out" | cut -c7-120)"
+    fi
+  }
+  mutate "dashboard queries an undocumented metric" deploy/grafana/rdmagate-dashboard.json \
+    's/rdmagate_transport_credit_stalls_total/rdmagate_transport_credit_stall_total/' \
+    "every metric the dashboard queries"
+  mutate "dashboard groups by a label the metric lacks" deploy/grafana/rdmagate-dashboard.json \
+    's/sum by (mode) (rate(rdmagate_transport_payloads_total/sum by (op) (rate(rdmagate_transport_payloads_total/' \
+    "every label the dashboard filters or groups by"
+  mutate "a metric is renamed in docs/metrics.md" docs/metrics.md \
+    's/`rdmagate_store_objects`/`rdmagate_store_items`/' "every metric the dashboard queries"
+  mutate "the dashboard JSON is edited by hand" deploy/grafana/rdmagate-dashboard.json \
+    's/"title": "Credit stalls\/s"/"title": "Stalls"/' "rdmagate-dashboard.json is what generate-dashboard.py"
+  mutate "readiness probe points at /healthz" deploy/kubernetes/daemonset.yaml 's|path: /readyz|path: /healthz|' \
+    "readinessProbe GETs /readyz" 1
+  mutate "hugepages request removed" deploy/kubernetes/daemonset.yaml '/hugepages-2Mi: 2Gi/d' \
+    "container requests hugepages-2Mi" 1
+  mutate "ConfigMap uses a section conf/ lacks" deploy/kubernetes/configmap.yaml 's/^    logging:/    logs:/' \
+    "ConfigMap's rdmagate.yaml uses only sections" 1
+  mutate "ConfigMap uses a key conf/ lacks" deploy/kubernetes/configmap.yaml 's/^      core_stall_ms:/      stall_ms:/' \
+    "ConfigMap's rdmagate.yaml uses only keys" 1
+  mutate "ConfigMap's drain outlasts the grace period" deploy/kubernetes/configmap.yaml \
+    's/drain_timeout_ms: 10000/drain_timeout_ms: 40000/' "terminationGracePeriodSeconds" 1
+  mutate "ConfigMap binds telemetry to loopback" deploy/kubernetes/configmap.yaml \
+    's/bind_address: "0.0.0.0"/bind_address: "127.0.0.1"/' "ConfigMap binds telemetry" 1
+fi
+
+echo "check-deploy: $passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Strict field check of Kubernetes manifests against the official Python client's models.
+
+  k8s_schema.py FILE...
+
+kubectl cannot validate without a cluster; the client's generated models (Debian: python3-kubernetes) know
+every field of every built-in kind, so a misspelt or misplaced field (readinesProbe, emptyDir.mediun) is
+reported with its path. Kinds the client does not model (CRDs, Kustomization) are skipped. Exit 1 on any
+unknown field.
+"""
+import re
+import sys
+
+import yaml
+import kubernetes.client.models as models
+
+
+def walk(obj, typ, path, errors):
+    if obj is None:
+        return
+    m = re.fullmatch(r"list\[(.*)\]", typ)
+    if m:
+        for i, item in enumerate(obj):
+            walk(item, m.group(1), f"{path}[{i}]", errors)
+        return
+    m = re.fullmatch(r"dict\(str, (.*)\)", typ)
+    if m:
+        for key, value in obj.items():
+            walk(value, m.group(1), f"{path}.{key}", errors)
+        return
+    cls = getattr(models, typ, None)
+    if cls is None:  # str, int, object, ...
+        return
+    if not isinstance(obj, dict):
+        errors.append(f"{path}: {typ} must be a mapping")
+        return
+    by_json = {json_name: attr for attr, json_name in cls.attribute_map.items()}
+    for key, value in obj.items():
+        if key not in by_json:
+            errors.append(f"{path}.{key}: no such field in {typ}")
+        else:
+            walk(value, cls.openapi_types[by_json[key]], f"{path}.{key}", errors)
+
+
+def main():
+    failed = False
+    for name in sys.argv[1:]:
+        with open(name) as f:
+            for doc in yaml.safe_load_all(f):
+                if not doc:
+                    continue
+                group = doc.get("apiVersion", "").split("/")[0] if "/" in doc.get("apiVersion", "") else ""
+                version = doc.get("apiVersion", "").split("/")[-1]
+                typ = f"{version.capitalize()}{doc.get('kind', '')}"
+                if group not in ("", "apps", "batch", "policy", "networking.k8s.io") or \
+                        getattr(models, typ, None) is None:
+                    print(f"skip: {name}: {doc.get('kind')} ({doc.get('apiVersion')}) is not a built-in kind")
+                    continue
+                errors = []
+                walk(doc, typ, doc["kind"], errors)
+                for e in errors:
+                    print(f"FAIL: {name}: {e}")
+                failed |= bool(errors)
+                if not errors:
+                    print(f"ok: {name}: {doc['kind']} has only known fields")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
