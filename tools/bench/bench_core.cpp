@@ -1,0 +1,1005 @@
+// rdmagate-bench's runs (bench_core.hpp). Setup and reporting run on the caller's thread; everything named
+// *_st below runs in client completion callbacks on data-plane lcores and keeps to the hot-path rules
+// (no allocation, no locks, no syscalls, no formatting).
+#include "tools/bench/bench_core.hpp"
+
+#include <rte_cycles.h>
+#include <rte_lcore.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "client/client.hpp"
+#include "control/engine.hpp"
+#include "dataplane/core_loop.hpp"
+#include "dataplane/services.hpp"
+#include "dataplane/verbs_backend.hpp"
+#include "protocol/message.hpp"
+#include "protocol/object_wire.hpp"
+
+namespace rdmagate::bench {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+bool interrupted(const Options& o) {
+  return o.interrupt != nullptr && o.interrupt->load(std::memory_order_relaxed);
+}
+
+std::string human_size(std::uint64_t b) {
+  if (b >= (1u << 20) && b % (1u << 20) == 0) return std::to_string(b >> 20) + " MiB";
+  if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + " KiB";
+  return std::to_string(b) + " B";
+}
+
+// One progress line (stderr) per second.
+void progress_line(const Options& o, const char* phase, std::uint64_t size, double t, double ops_s,
+                   double mb_s, std::uint64_t errors, std::int64_t in_flight) {
+  if (!o.progress) return;
+  std::fprintf(stderr,
+               "[%s %s] %-7s t=%5.1fs %11.1f ops/s %10.2f MB/s  errors %" PRIu64 "  in flight %" PRId64 "\n",
+               mode_name(o.mode), human_size(size).c_str(), phase, t, ops_s, mb_s, errors, in_flight);
+}
+
+std::uint64_t splitmix(std::uint64_t x) noexcept {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Word i (i >= 1) of a value: depends on the seed and the offset, cheap enough for 1 MiB values.
+inline std::uint64_t pattern_word(std::uint64_t seed, std::uint64_t i) noexcept {
+  std::uint64_t w = seed ^ (i * 0x9e3779b97f4a7c15ull);
+  w ^= w >> 29;
+  return w * 0xbf58476d1ce4e5b9ull;
+}
+}  // namespace
+
+const char* mode_name(Mode m) noexcept {
+  switch (m) {
+    case Mode::kEcho:
+      return "echo";
+    case Mode::kSink:
+      return "sink";
+    case Mode::kPut:
+      return "put";
+    case Mode::kGet:
+      return "get";
+    case Mode::kMixed:
+      return "mixed";
+  }
+  return "?";
+}
+
+bool parse_mode(std::string_view s, Mode* out) noexcept {
+  for (Mode m : {Mode::kEcho, Mode::kSink, Mode::kPut, Mode::kGet, Mode::kMixed}) {
+    if (s == mode_name(m)) {
+      *out = m;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::uint64_t auto_keys(std::uint64_t size) noexcept {
+  const std::uint64_t k = (32ull << 20) / std::max<std::uint64_t>(size, 1);
+  return std::clamp<std::uint64_t>(k, 16, 10000);
+}
+
+// ---- Histogram
+// ----------------------------------------------------------------------------------------------
+
+void Histogram::merge(const Histogram& o) noexcept {
+  for (std::size_t i = 0; i < kBuckets; ++i) buckets_[i] += o.buckets_[i];
+  count_ += o.count_;
+  sum_ += o.sum_;
+  max_ = std::max(max_, o.max_);
+}
+
+void Histogram::clear() noexcept {
+  buckets_.fill(0);
+  count_ = sum_ = max_ = 0;
+}
+
+std::uint64_t Histogram::quantile(double q) const noexcept {
+  if (count_ == 0) return 0;
+  if (q >= 1.0) return max_;
+  const auto want =
+      std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(count_))));
+  std::uint64_t seen = 0;
+  for (std::size_t i = 0; i < kBuckets; ++i) {
+    seen += buckets_[i];
+    if (seen >= want) return std::min(bucket_mid(i), max_);
+  }
+  return max_;
+}
+
+// ---- the value pattern ------------------------------------------------------------------------------------
+
+std::uint64_t make_seed(std::uint64_t key, std::uint32_t generation) noexcept {
+  return key << 24 | (generation & 0xffffffu);
+}
+
+void fill_value(std::span<std::byte> value, std::uint64_t seed) noexcept {
+  const std::size_t n = value.size();
+  std::size_t off = 0;
+  for (std::uint64_t i = 0; off < n; ++i, off += 8) {
+    const std::uint64_t w = i == 0 ? seed : pattern_word(seed, i);
+    std::memcpy(value.data() + off, &w, std::min<std::size_t>(8, n - off));
+  }
+}
+
+bool check_value(std::span<const std::byte> value, std::uint64_t key) noexcept {
+  const std::size_t n = value.size();
+  if (n < kMinVerifySize) return false;
+  std::uint64_t seed;
+  std::memcpy(&seed, value.data(), 8);
+  if ((seed >> 24) != key || (seed & 0xffffffu) == 0) return false;
+  std::size_t off = 8;
+  for (std::uint64_t i = 1; off < n; ++i, off += 8) {
+    const std::uint64_t w = pattern_word(seed, i);
+    const std::size_t len = std::min<std::size_t>(8, n - off);
+    if (len == 8) {
+      std::uint64_t got;
+      std::memcpy(&got, value.data() + off, 8);
+      if (got != w) return false;
+    } else if (std::memcmp(value.data() + off, &w, len) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void format_key(std::uint64_t key, char (&out)[kKeyLength]) noexcept {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out[0] = 'b';
+  out[1] = '-';
+  for (std::size_t i = kKeyLength; i > 2; --i) {
+    out[i - 1] = kHex[key & 0xf];
+    key >>= 4;
+  }
+}
+
+// ---- report
+// -------------------------------------------------------------------------------------------------
+
+std::uint64_t Report::errors() const noexcept {
+  std::uint64_t n = 0;
+  for (const Row& r : rows) n += r.errors;
+  return n;
+}
+std::uint64_t Report::mismatches() const noexcept {
+  std::uint64_t n = 0;
+  for (const Row& r : rows) n += r.mismatches;
+  return n;
+}
+
+std::string validate(const Options& o) {
+  if (o.server.empty()) return "--server is required";
+  if (o.sizes.empty()) return "--sizes is empty";
+  if (o.connections == 0 || o.connections > 4096) return "--connections must be 1..4096";
+  if (o.qd == 0 || o.qd > 4096) return "--qd must be 1..4096";
+  if (o.lcores.empty()) return "no data-plane lcore (--cores)";
+  if (o.iterations == 0 && !(o.duration_s > 0)) return "--duration must be > 0 (or give --iterations)";
+  if (o.warmup_s < 0) return "--warmup must be >= 0";
+  if (o.ratio < 0 || o.ratio > 1) return "--ratio must be within 0..1";
+  if (o.mode == Mode::kEcho || o.mode == Mode::kSink) {
+    for (std::uint64_t s : o.sizes) {
+      if (s > dataplane::EchoClientService::kMaxPayload) {
+        return "echo/sink payload " + std::to_string(s) + " B above the echo client's limit of " +
+               std::to_string(dataplane::EchoClientService::kMaxPayload) +
+               " B (echo and sink are inline only)";
+      }
+    }
+    if (o.verify) return "--verify applies to put/get/mixed (echo answers are always verified)";
+  } else {
+    for (std::uint64_t s : o.sizes) {
+      if (s == 0) return "sizes must be >= 1 for put/get/mixed";
+      if (o.verify && s < kMinVerifySize) {
+        return "--verify needs sizes of at least " + std::to_string(kMinVerifySize) + " B (the seed)";
+      }
+      const std::uint64_t slots = std::uint64_t{o.connections} * o.qd;
+      if (slots * s > (1ull << 30)) {
+        return "connections x qd x size = " + std::to_string(slots * s) + " B of buffers: above 1 GiB";
+      }
+    }
+  }
+  return {};
+}
+
+// ==== echo / sink: the engine directly
+// ========================================================================
+
+namespace {
+
+using EchoLoop = dataplane::CoreLoop<dataplane::VerbsBackend, dataplane::EchoClientService>;
+
+std::uint64_t counter_sum(control::Engine& e, bool sink) {
+  const auto t = static_cast<std::size_t>(sink ? protocol::MessageType::kInlineRequest
+                                               : protocol::MessageType::kInlineResponse);
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < e.core_count(); ++i) {
+    const dataplane::CoreCounters& c = e.core(i).counters;
+    // Written by the core, read here: a stale value is fine, a torn one cannot happen on x86-64.
+    n += sink ? *static_cast<const volatile std::uint64_t*>(&c.msgs_tx[t])
+              : *static_cast<const volatile std::uint64_t*>(&c.msgs_rx[t]);
+  }
+  return n;
+}
+
+struct EchoPhaseResult {
+  std::uint64_t ops = 0;
+  double seconds = 0;
+  std::uint64_t mismatches = 0;
+  std::uint64_t errors = 0;
+  std::map<std::string, std::uint64_t> errors_by_status;
+  Latency latency;
+  bool interrupted = false;
+};
+
+// One engine for one phase (warm-up or measurement), so the services' RTT histograms hold only what the phase
+// measured. Connects, runs, drains, stops the cores.
+bool echo_phase(const Options& o, std::uint64_t size, double seconds, std::uint64_t iterations, bool measure,
+                EchoPhaseResult* out, std::string* error) {
+  const bool sink = o.mode == Mode::kSink;
+  const unsigned cores = static_cast<unsigned>(o.lcores.size());
+  const std::uint32_t per_core = (o.connections + cores - 1) / cores;
+  // Credits: room for the window plus the answers' slack; a gateway offering fewer wins the negotiation.
+  const auto credits = static_cast<std::uint16_t>(std::clamp<std::uint32_t>(2 * o.qd, 16, 1024));
+  const std::uint32_t msg = static_cast<std::uint32_t>(
+      std::max<std::uint64_t>(o.max_message, (size + protocol::kHeaderSize + 63) / 64 * 64));
+
+  control::EngineConfig ec;
+  ec.name = "bench";
+  ec.device = o.device;
+  ec.passive = false;
+  for (unsigned i = 0; i < cores; ++i) {
+    dataplane::CoreConfig c;
+    c.lcore = o.lcores[i];
+    c.max_conns = per_core + 2;
+    c.rx_per_conn = credits;
+    c.tx_per_conn = 2u * credits + 16;
+    c.buf_size = msg;
+    c.idle = o.yield ? dataplane::IdlePolicy::kYield : dataplane::IdlePolicy::kBusy;
+    // Yield soon: in the guest, rxe's softirq work shares the CPUs with the pollers (engine_bench's finding).
+    c.idle_yield_after = 8;
+    ec.cores.push_back(c);
+  }
+  ec.local.params = protocol::ConnParams{credits, msg, protocol::kMaxFragments, 1u << 20};
+  ec.local.min_queue_depth = protocol::kMinCreditQueueDepth;
+  ec.signal_interval = static_cast<std::uint16_t>(std::min<std::uint32_t>(16, credits / 2));
+  ec.handshake_timeout = std::chrono::milliseconds(static_cast<long>(o.connect_timeout_s * 1000));
+  // The services outlive the engine (declared first): its cores hold references to them until it is gone.
+  dataplane::EchoClientResults results;
+  std::vector<std::unique_ptr<dataplane::EchoClientService>> services;
+  auto engine = control::Engine::create(ec, error);
+  if (!engine) return false;
+
+  dataplane::EchoClientConfig sc;
+  sc.messages_per_conn = iterations != 0 ? (iterations + o.connections - 1) / o.connections : (1ull << 62);
+  sc.min_payload = sc.max_payload = static_cast<std::uint32_t>(size);
+  sc.window = o.qd;
+  sc.opcode =
+      static_cast<std::uint16_t>(sink ? protocol::ObjectOpcode::kSink : protocol::ObjectOpcode::kEcho);
+  sc.one_way = sink;
+  // The service's RTT slots are per core, keyed by cookie: exact only with one connection per core.
+  sc.measure_latency = !sink && measure && per_core == 1;
+  std::vector<std::unique_ptr<control::CoreRunner>> runners;
+  for (unsigned i = 0; i < cores; ++i) {
+    services.push_back(std::make_unique<dataplane::EchoClientService>(sc, results));
+    runners.push_back(std::make_unique<control::CoreRunnerOf<EchoLoop>>(engine->core(i), *services.back()));
+  }
+  if (!engine->launch_cores(std::move(runners), error)) return false;
+  std::vector<std::uint64_t> ids;
+  const auto tc = Clock::now();
+  for (std::uint32_t i = 0; i < o.connections; ++i) {
+    const std::uint64_t id = engine->connect(o.server, o.port, error, false, static_cast<int>(i % cores));
+    if (id == 0) {
+      engine->begin_shutdown_st();
+      engine->stop_cores_st();
+      return false;
+    }
+    ids.push_back(id);
+  }
+  auto finish = [&](bool ok) {
+    const auto td = Clock::now();
+    // Quiesce first (no new request; the ones in flight get their answers), then close: the SIGTERM path.
+    // A plain begin_shutdown_st with echo requests in flight left the connection closing until the timeout.
+    const bool drained = engine->shutdown_st(std::chrono::seconds(10));
+    if (!drained) {
+      for (const control::Connection* c : engine->connections()) {
+        std::fprintf(stderr, "bench: connection %llu still %s at the drain timeout\n",
+                     static_cast<unsigned long long>(c->id()),
+                     std::string(control::to_string(c->lifecycle().state())).c_str());
+      }
+    }
+    engine->stop_cores_st();
+    if (o.progress) {
+      std::fprintf(stderr, "[%s %s] %s: connections closed in %.2f s%s\n", mode_name(o.mode),
+                   human_size(size).c_str(), measure ? "measure" : "warmup", since(td),
+                   drained ? "" : " (NOT drained: timed out)");
+    }
+    return ok;
+  };
+  const auto connect_deadline =
+      Clock::now() + std::chrono::milliseconds(static_cast<long>(o.connect_timeout_s * 1000));
+  while (engine->owned_count() < o.connections) {
+    if (Clock::now() >= connect_deadline || engine->connection_count() < o.connections) {
+      *error = "echo: " + std::to_string(engine->owned_count()) + " of " + std::to_string(o.connections) +
+               " connections to " + o.server + ":" + std::to_string(o.port) +
+               " came up (is the gateway running?)";
+      return finish(false);
+    }
+    engine->poll_st(1);
+  }
+  for (const control::Connection* c : engine->connections()) {
+    const std::uint32_t m = c->session().params.max_message_size;
+    if (size + protocol::kHeaderSize > m) {
+      *error = "echo: the session's message size is " + std::to_string(m) + " B: a " + std::to_string(size) +
+               " B payload does not fit inline (raise the gateway's dataplane.inline_threshold_bytes)";
+      return finish(false);
+    }
+  }
+  if (o.progress) {
+    std::fprintf(stderr, "[%s %s] %s: %u connection(s) up in %.2f s\n", mode_name(o.mode),
+                 human_size(size).c_str(), measure ? "measure" : "warmup", o.connections, since(tc));
+  }
+  const std::uint64_t c0 = counter_sum(*engine, sink);
+  const auto t0 = Clock::now();
+  auto last = t0;
+  std::uint64_t last_n = c0;
+  const char* phase = measure ? "measure" : "warmup";
+  for (;;) {
+    // The control thread may share a CPU with a core: a 10 ms wait keeps it out of the way.
+    engine->poll_st(10);
+    const auto now = Clock::now();
+    if (interrupted(o)) {
+      out->interrupted = true;
+      break;
+    }
+    if (iterations != 0) {
+      if (results.connections_done.load(std::memory_order_acquire) >= o.connections) break;
+      if (engine->owned_count() < o.connections) break;  // lost a connection: report what we have
+    } else if (std::chrono::duration<double>(now - t0).count() >= seconds) {
+      break;
+    }
+    if (now - last >= std::chrono::seconds(1)) {
+      const std::uint64_t n = counter_sum(*engine, sink);
+      const double dt = std::chrono::duration<double>(now - last).count();
+      const double rate = static_cast<double>(n - last_n) / dt;
+      progress_line(o, phase, size, std::chrono::duration<double>(now - t0).count(), rate,
+                    rate * static_cast<double>(size) / 1048576.0,
+                    results.mismatches.load(std::memory_order_relaxed),
+                    sink ? 0 : static_cast<std::int64_t>(o.connections) * o.qd);
+      last = now;
+      last_n = n;
+    }
+  }
+  out->ops = counter_sum(*engine, sink) - c0;
+  out->seconds = since(t0);
+  const std::uint64_t owned_at_end = engine->owned_count();
+  finish(true);
+  out->mismatches = results.mismatches.load();
+  std::uint64_t send_failures = 0;
+  for (const auto& s : services) send_failures += s->send_failures() + s->unexpected();
+  const std::uint64_t refused = results.closed_refused.load();
+  if (send_failures != 0) out->errors_by_status["send_failed"] = send_failures;
+  if (refused != 0) out->errors_by_status["refused"] = refused;
+  if (owned_at_end < o.connections) out->errors_by_status["connection_lost"] = o.connections - owned_at_end;
+  for (const auto& [k, v] : out->errors_by_status) out->errors += v;
+  if (measure && !sink && out->ops != 0) {
+    Latency& l = out->latency;
+    // Closed loop with a full window: mean RTT = requests in flight / throughput (Little's law).
+    l.avg_us = static_cast<double>(o.connections) * o.qd * out->seconds * 1e6 / static_cast<double>(out->ops);
+    l.valid = sc.measure_latency;
+    if (l.valid) {
+      // Merge per-core quantiles conservatively: the worst core's value (equal work per core).
+      for (const auto& s : services) {
+        l.p50_us = std::max(l.p50_us, static_cast<double>(s->rtt_quantile_us(0.5)));
+        l.p99_us = std::max(l.p99_us, static_cast<double>(s->rtt_quantile_us(0.99)));
+        l.p999_us = std::max(l.p999_us, static_cast<double>(s->rtt_quantile_us(0.999)));
+        l.max_us = std::max(l.max_us, static_cast<double>(s->rtt_quantile_us(1.0)));
+      }
+    }
+  }
+  return true;
+}
+
+bool run_echo(const Options& o, Report* rep) {
+  for (std::uint64_t size : o.sizes) {
+    std::string err;
+    if (o.warmup_s > 0) {
+      EchoPhaseResult w;
+      if (!echo_phase(o, size, o.warmup_s, 0, false, &w, &err)) {
+        rep->error = err;
+        return false;
+      }
+    }
+    EchoPhaseResult m;
+    if (!echo_phase(o, size, o.duration_s, o.iterations, true, &m, &err)) {
+      rep->error = err;
+      return false;
+    }
+    Row row;
+    row.size = size;
+    row.ops = m.ops;
+    row.bytes = m.ops * size;
+    row.seconds = m.seconds;
+    row.mismatches = m.mismatches;
+    row.errors = m.errors;
+    row.errors_by_status = m.errors_by_status;
+    row.latency = m.latency;
+    row.interrupted = m.interrupted;
+    rep->rows.push_back(row);
+    if (m.interrupted) break;
+  }
+  return true;
+}
+
+// ==== put / get / mixed: the client library
+// ==================================================================
+
+constexpr std::size_t kStatusCount = static_cast<std::size_t>(client::Status::kProtocol) + 1;
+constexpr std::size_t kSubmitRefused = kStatusCount;  // a *_async call refused the request (slot parked)
+
+// Counters of one lcore: written by that lcore only (relaxed load + store), read by the progress line.
+struct alignas(64) Lane {
+  std::atomic<std::uint64_t> ops{0}, gets{0}, puts{0}, bytes{0}, errors{0}, mismatches{0};
+  std::atomic<std::uint64_t> wrong_size{0};  // the part of mismatches whose size was wrong (bytes otherwise)
+  std::array<std::atomic<std::uint64_t>, kStatusCount + 1> by_status{};
+  Histogram hist;  // measured interval only
+};
+
+inline void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+// prefill: PUT every key once; run: the mode's load; cleanup: DELETE every key, so that the next size (or the
+// next run) starts from an empty key space instead of filling the store with the old size's values.
+enum class Phase : int { kPrefill = 0, kRun = 1, kCleanup = 2 };
+enum class Op : std::uint8_t { kPut = 0, kGet = 1, kDelete = 2 };
+
+struct KvRun;
+
+struct Slot {
+  KvRun* run = nullptr;
+  std::byte* buf = nullptr;
+  std::uint64_t rng = 0;
+  std::uint64_t key = 0;
+  std::uint64_t t0 = 0;
+  std::uint32_t gen = 0;
+  Op op = Op::kPut;
+  std::atomic<bool> parked{false};
+  char key_str[kKeyLength];
+};
+
+struct KvRun {
+  const Options* o = nullptr;
+  client::Client* cl = nullptr;
+  std::uint64_t size = 0;
+  std::uint64_t keys = 0;
+  std::uint64_t get_threshold = 0;  // mixed: rng < threshold -> GET
+  Phase phase = Phase::kPrefill;    // set before the slots start, constant while they run
+  std::atomic<bool> stop{false};
+  std::atomic<bool> record{false};
+  std::atomic<bool> budgeted{false};
+  std::atomic<std::int64_t> budget{0};
+  std::atomic<std::uint64_t> prefill_next{0};
+  std::atomic<std::int64_t> active{0};  // slots with a request in flight or parked
+  std::atomic<std::uint64_t> parked{0};
+  std::array<Lane*, RTE_MAX_LCORE> lane_of{};
+  Lane* other = nullptr;  // completions on non-EAL threads (the client's teardown)
+
+  Lane& lane() noexcept {
+    const unsigned id = rte_lcore_id();
+    return id < RTE_MAX_LCORE && lane_of[id] != nullptr ? *lane_of[id] : *other;
+  }
+};
+
+void on_done(void* arg, const client::Result& r);
+
+inline std::uint64_t next_rng(std::uint64_t& s) noexcept {
+  s ^= s << 13;
+  s ^= s >> 7;
+  s ^= s << 17;
+  return s;
+}
+
+// Issues the slot's next request. False when the slot has nothing more to do (it is then inactive).
+bool issue_st(Slot& s) noexcept {
+  KvRun& run = *s.run;
+  if (run.stop.load(std::memory_order_relaxed)) return false;
+  const Options& o = *run.o;
+  if (run.phase != Phase::kRun) {
+    const std::uint64_t k = run.prefill_next.fetch_add(1, std::memory_order_relaxed);
+    if (k >= run.keys) return false;
+    s.key = k;
+    s.op = run.phase == Phase::kPrefill ? Op::kPut : Op::kDelete;
+  } else {
+    if (run.budgeted.load(std::memory_order_relaxed) &&
+        run.budget.fetch_sub(1, std::memory_order_relaxed) <= 0) {
+      return false;
+    }
+    const std::uint64_t x = next_rng(s.rng);
+    s.key = (x >> 16) % run.keys;
+    switch (o.mode) {
+      case Mode::kGet:
+        s.op = Op::kGet;
+        break;
+      case Mode::kMixed:
+        s.op = (x & 0xffff) < run.get_threshold ? Op::kGet : Op::kPut;
+        break;
+      default:
+        s.op = Op::kPut;
+        break;
+    }
+  }
+  format_key(s.key, s.key_str);
+  const std::string_view key(s.key_str, kKeyLength);
+  const std::size_t n = static_cast<std::size_t>(run.size);
+  client::Status st;
+  if (s.op == Op::kPut) {
+    // Without --verify the buffer keeps the pattern it got at setup: the bytes then name some other key,
+    // which only matters to a reader that verifies.
+    if (o.verify) {
+      s.gen = s.gen % 0xffffffu + 1;  // the seed's 24 generation bits are never 0
+      fill_value(std::span<std::byte>(s.buf, n), make_seed(s.key, s.gen));
+    }
+    s.t0 = rte_rdtsc();
+    st = run.cl->put_async(key, s.buf, n, on_done, &s);
+  } else if (s.op == Op::kGet) {
+    s.t0 = rte_rdtsc();
+    st = run.cl->get_async(key, s.buf, n, on_done, &s);
+  } else {
+    st = run.cl->del_async(key, on_done, &s);
+  }
+  if (st != client::Status::kOk) {
+    Lane& l = run.lane();
+    add(l.by_status[kSubmitRefused]);
+    // Parked: the driving thread reissues it shortly (a busy ring or a connection not up yet).
+    s.parked.store(true, std::memory_order_release);
+    run.parked.fetch_add(1, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+void on_done(void* arg, const client::Result& r) {
+  Slot& s = *static_cast<Slot*>(arg);
+  KvRun& run = *s.run;
+  const std::uint64_t now = rte_rdtsc();
+  Lane& l = run.lane();
+  if (s.op == Op::kDelete) {
+    if (r.status != client::Status::kOk && r.status != client::Status::kNotFound) {
+      add(l.errors);
+      const auto i = static_cast<std::size_t>(r.status);
+      add(l.by_status[i < kStatusCount ? i : kStatusCount - 1]);
+    }
+  } else if (r.status == client::Status::kOk) {
+    bool good = true;
+    bool size_ok = true;
+    if (s.op == Op::kGet) {
+      good = size_ok = r.size == run.size;
+      if (good && run.o->verify) {
+        good = check_value(std::span<const std::byte>(s.buf, static_cast<std::size_t>(r.size)), s.key);
+      }
+      add(l.gets);
+    } else {
+      good = size_ok = r.size == run.size;  // bytes stored
+      add(l.puts);
+    }
+    if (good) {
+      add(l.ops);
+      add(l.bytes, s.op == Op::kGet ? r.size : run.size);
+      if (run.record.load(std::memory_order_relaxed)) l.hist.record(now - s.t0);
+    } else {
+      add(l.mismatches);
+      if (!size_ok) add(l.wrong_size);
+    }
+  } else {
+    add(l.errors);
+    const auto i = static_cast<std::size_t>(r.status);
+    add(l.by_status[i < kStatusCount ? i : kStatusCount - 1]);
+  }
+  if (r.status == client::Status::kShutdown || !issue_st(s)) {
+    run.active.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+struct Snapshot {
+  std::uint64_t ops = 0, gets = 0, puts = 0, bytes = 0, errors = 0, mismatches = 0, wrong_size = 0;
+};
+
+Snapshot snapshot(const std::vector<std::unique_ptr<Lane>>& lanes) {
+  Snapshot s;
+  for (const auto& l : lanes) {
+    s.ops += l->ops.load(std::memory_order_relaxed);
+    s.gets += l->gets.load(std::memory_order_relaxed);
+    s.puts += l->puts.load(std::memory_order_relaxed);
+    s.bytes += l->bytes.load(std::memory_order_relaxed);
+    s.errors += l->errors.load(std::memory_order_relaxed);
+    s.mismatches += l->mismatches.load(std::memory_order_relaxed);
+    s.wrong_size += l->wrong_size.load(std::memory_order_relaxed);
+  }
+  return s;
+}
+
+// Starts every slot from `threads` fresh threads: the client binds a thread to a core (round robin) at its
+// first submission, so each thread's slots land on a different core and stay there (callbacks reissue on
+// their own core).
+void start_slots(KvRun& run, std::vector<Slot>& slots, unsigned threads) {
+  run.active.store(static_cast<std::int64_t>(slots.size()), std::memory_order_release);
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      for (std::size_t i = t; i < slots.size(); i += threads) {
+        if (!issue_st(slots[i])) run.active.fetch_sub(1, std::memory_order_acq_rel);
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+}
+
+// Reissues parked slots (on this thread). Called every few milliseconds while slots run.
+void unpark(KvRun& run, std::vector<Slot>& slots) {
+  if (run.parked.load(std::memory_order_relaxed) == 0) return;
+  for (Slot& s : slots) {
+    if (!s.parked.load(std::memory_order_acquire)) continue;
+    s.parked.store(false, std::memory_order_relaxed);
+    run.parked.fetch_sub(1, std::memory_order_relaxed);
+    if (!issue_st(s)) run.active.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+// Stops the slots and waits until none is active. False on timeout.
+bool drain(KvRun& run, std::vector<Slot>& slots, std::chrono::seconds timeout) {
+  run.stop.store(true, std::memory_order_release);
+  const auto deadline = Clock::now() + timeout;
+  while (run.active.load(std::memory_order_acquire) > 0) {
+    unpark(run, slots);  // a parked slot sees `stop` and goes inactive
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// Drives the running slots until pred(now) says the phase is over; one progress line per second.
+template <typename Done>
+void drive(KvRun& run, std::vector<Slot>& slots, const std::vector<std::unique_ptr<Lane>>& lanes,
+           const char* phase, Done done) {
+  const Options& o = *run.o;
+  const auto t0 = Clock::now();
+  auto last = t0;
+  Snapshot prev = snapshot(lanes);
+  while (!done()) {
+    if (interrupted(o)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    unpark(run, slots);
+    const auto now = Clock::now();
+    if (now - last >= std::chrono::seconds(1)) {
+      const Snapshot cur = snapshot(lanes);
+      const double dt = std::chrono::duration<double>(now - last).count();
+      progress_line(o, phase, run.size, std::chrono::duration<double>(now - t0).count(),
+                    static_cast<double>(cur.ops - prev.ops) / dt,
+                    static_cast<double>(cur.bytes - prev.bytes) / dt / 1048576.0, cur.errors + cur.mismatches,
+                    run.active.load(std::memory_order_relaxed));
+      prev = cur;
+      last = now;
+    }
+  }
+}
+
+bool run_kv(const Options& o, Report* rep) {
+  client::ClientConfig cc;
+  cc.gateways.push_back(client::Endpoint{o.server, o.port});
+  cc.device = o.device;
+  cc.lcores = o.lcores;
+  cc.cores = static_cast<unsigned>(o.lcores.size());
+  cc.yield_when_idle = o.yield;
+  cc.connections_per_gateway = o.connections;
+  cc.max_inflight_per_conn = o.qd;
+  cc.queue_depth = static_cast<std::uint16_t>(std::clamp<std::uint32_t>(2 * o.qd, 16, 1024));
+  cc.max_message = o.max_message;
+  cc.pool_bytes = 0;  // the bench's buffers are its own (registered on first use)
+  cc.connect_timeout = std::chrono::milliseconds(static_cast<long>(o.connect_timeout_s * 1000));
+  std::string err;
+  auto cl = client::Client::create(cc, &err);
+  if (!cl) {
+    rep->error = "client: " + err;
+    return false;
+  }
+  if (!cl->wait_connected(cc.connect_timeout)) {
+    rep->error = "client: no connection to " + o.server + ":" + std::to_string(o.port) + " within " +
+                 std::to_string(o.connect_timeout_s) + " s (is the gateway running?)";
+    return false;
+  }
+  const unsigned threads = cc.cores;
+  const std::size_t nslots = std::size_t{o.connections} * o.qd;
+
+  for (std::uint64_t size : o.sizes) {
+    Row row;
+    row.size = size;
+    auto run = std::make_unique<KvRun>();
+    run->o = &o;
+    run->cl = cl.get();
+    run->size = size;
+    run->keys = o.keys != 0 ? o.keys : auto_keys(size);
+    row.keys = run->keys;
+    run->get_threshold = static_cast<std::uint64_t>(o.ratio * 65536.0);
+    std::vector<std::unique_ptr<Lane>> lanes;
+    unsigned lc;
+    RTE_LCORE_FOREACH(lc) {
+      lanes.push_back(std::make_unique<Lane>());
+      run->lane_of[lc] = lanes.back().get();
+    }
+    lanes.push_back(std::make_unique<Lane>());
+    run->other = lanes.back().get();
+
+    // Buffers: one page-aligned block, a cache-line-rounded stride per slot.
+    const std::size_t stride = (static_cast<std::size_t>(size) + 63) / 64 * 64;
+    const std::size_t block = (stride * nslots + 4095) / 4096 * 4096;
+    std::unique_ptr<std::byte, decltype(&std::free)> mem(
+        static_cast<std::byte*>(std::aligned_alloc(4096, block)), &std::free);
+    if (!mem) {
+      rep->error = "cannot allocate " + std::to_string(block) + " B of buffers";
+      return false;
+    }
+    std::vector<Slot> slots(nslots);
+    for (std::size_t i = 0; i < nslots; ++i) {
+      Slot& s = slots[i];
+      s.run = run.get();
+      s.buf = mem.get() + i * stride;
+      s.rng = splitmix(i * 7919 + size) | 1;
+      fill_value(std::span<std::byte>(s.buf, static_cast<std::size_t>(size)), make_seed(i, 1));
+    }
+    auto release = [&] {
+      for (std::size_t off = 0; off < block; off += 4096) cl->release_buffer(mem.get() + off);
+    };
+
+    // Every key exists before the first GET, with this size's value.
+    if (o.mode != Mode::kPut) {
+      run->phase = Phase::kPrefill;
+      start_slots(*run, slots, threads);
+      const auto t0 = Clock::now();
+      drive(*run, slots, lanes, "prefill", [&] { return run->active.load(std::memory_order_acquire) <= 0; });
+      if (!drain(*run, slots, std::chrono::seconds(30))) {
+        rep->error = "prefill did not finish";
+        release();
+        return false;
+      }
+      if (o.progress) {
+        std::fprintf(stderr, "[%s %s] prefill: %" PRIu64 " keys in %.2f s\n", mode_name(o.mode),
+                     human_size(size).c_str(), run->keys, since(t0));
+      }
+      run->stop.store(false, std::memory_order_release);
+    }
+
+    run->phase = Phase::kRun;
+    start_slots(*run, slots, threads);
+    if (o.warmup_s > 0) {
+      const auto tw = Clock::now();
+      drive(*run, slots, lanes, "warmup", [&] { return since(tw) >= o.warmup_s; });
+    }
+    // The measured interval: counters from here, latencies recorded from here.
+    const Snapshot s0 = snapshot(lanes);
+    if (o.iterations != 0) {
+      run->budget.store(static_cast<std::int64_t>(o.iterations), std::memory_order_relaxed);
+      run->budgeted.store(true, std::memory_order_release);
+    }
+    run->record.store(true, std::memory_order_release);
+    const auto t0 = Clock::now();
+    if (o.iterations != 0) {
+      drive(*run, slots, lanes, "measure", [&] { return run->active.load(std::memory_order_acquire) <= 0; });
+    } else {
+      drive(*run, slots, lanes, "measure", [&] { return since(t0) >= o.duration_s; });
+    }
+    const Snapshot s1 = snapshot(lanes);
+    row.seconds = since(t0);
+    run->record.store(false, std::memory_order_release);
+    row.interrupted = interrupted(o);
+    bool drained = drain(*run, slots, std::chrono::seconds(30));
+    if (drained) {
+      run->phase = Phase::kCleanup;
+      run->prefill_next.store(0, std::memory_order_relaxed);
+      run->budgeted.store(false, std::memory_order_relaxed);
+      run->stop.store(false, std::memory_order_release);
+      start_slots(*run, slots, threads);
+      drive(*run, slots, lanes, "cleanup", [&] { return run->active.load(std::memory_order_acquire) <= 0; });
+      drained = drain(*run, slots, std::chrono::seconds(30));
+    }
+    const Snapshot s2 = snapshot(lanes);
+    release();
+    row.ops = s1.ops - s0.ops;
+    row.gets = s1.gets - s0.gets;
+    row.puts = s1.puts - s0.puts;
+    row.bytes = s1.bytes - s0.bytes;
+    // Errors and mismatches of the whole size (prefill, warm-up and drain too): none may go unreported.
+    row.errors = s2.errors;
+    row.mismatches = s2.mismatches;
+    row.wrong_size = s2.wrong_size;
+    Histogram h;
+    for (const auto& l : lanes) {
+      h.merge(l->hist);
+      for (std::size_t i = 0; i < kStatusCount; ++i) {
+        const std::uint64_t n = l->by_status[i].load();
+        if (n != 0) row.errors_by_status[client::status_name(static_cast<client::Status>(i))] += n;
+      }
+      const std::uint64_t refused = l->by_status[kSubmitRefused].load();
+      if (refused != 0) row.errors_by_status["submit_refused (retried)"] += refused;
+    }
+    if (!drained) {
+      row.errors_by_status["never_completed"] +=
+          static_cast<std::uint64_t>(std::max<std::int64_t>(0, run->active.load()));
+      row.errors += static_cast<std::uint64_t>(std::max<std::int64_t>(0, run->active.load()));
+    }
+    const double tick_us = 1e6 / static_cast<double>(rte_get_tsc_hz());
+    if (h.count() != 0) {
+      row.latency.valid = true;
+      row.latency.avg_us = h.mean() * tick_us;
+      row.latency.p50_us = static_cast<double>(h.quantile(0.5)) * tick_us;
+      row.latency.p99_us = static_cast<double>(h.quantile(0.99)) * tick_us;
+      row.latency.p999_us = static_cast<double>(h.quantile(0.999)) * tick_us;
+      row.latency.max_us = static_cast<double>(h.max()) * tick_us;
+    }
+    rep->rows.push_back(row);
+    if (!drained) {
+      // Requests still out name these buffers: keep them alive (leak) rather than let a late answer write
+      // into freed memory.
+      (void)mem.release();
+      rep->error = "requests did not complete within 30 s of the stop";
+      return false;
+    }
+    if (row.interrupted) break;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool run(const Options& o, Report* report) {
+  report->options = o;
+  report->rows.clear();
+  report->error.clear();
+  const std::string bad = validate(o);
+  if (!bad.empty()) {
+    report->error = bad;
+    return false;
+  }
+  return uses_client(o.mode) ? run_kv(o, report) : run_echo(o, report);
+}
+
+// ---- output
+// --------------------------------------------------------------------------------------------------
+
+void print_table(std::FILE* out, const Report& r) {
+  const Options& o = r.options;
+  const char* line =
+      "------------------------------------------------------------------------------------------------------"
+      "-------";
+  std::fprintf(out, "%s\n", line);
+  std::fprintf(out, " rdmagate-bench %s", mode_name(o.mode));
+  if (o.mode == Mode::kMixed) std::fprintf(out, " (GET ratio %.2f)", o.ratio);
+  std::fprintf(out, "  server %s:%u  connections %u  qd %u  cores %zu%s\n", o.server.c_str(), o.port,
+               o.connections, o.qd, o.lcores.size(), o.yield ? " (yield)" : "");
+  if (o.iterations != 0) {
+    std::fprintf(out, " iterations %" PRIu64 " per size", o.iterations);
+  } else {
+    std::fprintf(out, " duration %.1f s per size", o.duration_s);
+  }
+  std::fprintf(
+      out, "  warm-up %.1f s  verify %s   (MB = 2^20 bytes, latency in microseconds)\n", o.warmup_s,
+      uses_client(o.mode) ? (o.verify ? "on" : "off") : (o.mode == Mode::kEcho ? "always (echo)" : "n/a"));
+  std::fprintf(out, "%s\n", line);
+  std::fprintf(out, " %10s %11s %12s %10s %9s %9s %9s %10s %9s %7s %10s\n", "#bytes", "#ops", "ops/s", "MB/s",
+               "avg[us]", "p50[us]", "p99[us]", "p99.9[us]", "max[us]", "errors", "mismatches");
+  for (const Row& w : r.rows) {
+    std::fprintf(out, " %10" PRIu64 " %11" PRIu64 " %12.1f %10.2f", w.size, w.ops, w.ops_per_s(),
+                 w.mb_per_s());
+    if (w.latency.valid) {
+      std::fprintf(out, " %9.2f %9.2f %9.2f %10.2f %9.2f", w.latency.avg_us, w.latency.p50_us,
+                   w.latency.p99_us, w.latency.p999_us, w.latency.max_us);
+    } else if (w.latency.avg_us > 0) {
+      std::fprintf(out, " %9.2f %9s %9s %10s %9s", w.latency.avg_us, "-", "-", "-", "-");
+    } else {
+      std::fprintf(out, " %9s %9s %9s %10s %9s", "-", "-", "-", "-", "-");
+    }
+    std::fprintf(out, " %7" PRIu64 " %10" PRIu64 "%s\n", w.errors, w.mismatches,
+                 w.interrupted ? "  (interrupted)" : "");
+  }
+  std::fprintf(out, "%s\n", line);
+  for (const Row& w : r.rows) {
+    if (w.errors_by_status.empty() && w.mismatches == 0) continue;
+    std::fprintf(out, " %" PRIu64 " B:", w.size);
+    for (const auto& [k, v] : w.errors_by_status) std::fprintf(out, " %s=%" PRIu64, k.c_str(), v);
+    if (w.mismatches != 0) {
+      std::fprintf(out, " mismatches: wrong_size=%" PRIu64 " wrong_bytes=%" PRIu64, w.wrong_size,
+                   w.mismatches - w.wrong_size);
+    }
+    std::fprintf(out, "\n");
+  }
+  if (o.mode == Mode::kEcho) {
+    bool any_invalid = false;
+    for (const Row& w : r.rows) any_invalid |= !w.latency.valid;
+    if (any_invalid) {
+      std::fprintf(out,
+                   " echo: percentiles need one connection per core (--connections <= --cores); "
+                   "avg is requests in flight / throughput\n");
+    }
+  }
+  if (!r.error.empty()) std::fprintf(out, " FAILED: %s\n", r.error.c_str());
+  std::fprintf(out, " result: %s (errors %" PRIu64 ", mismatches %" PRIu64 ")\n", r.ok() ? "OK" : "FAILED",
+               r.errors(), r.mismatches());
+}
+
+std::string to_json(const Report& r) {
+  using nlohmann::json;
+  const Options& o = r.options;
+  json j;
+  j["tool"] = "rdmagate-bench";
+  j["mode"] = mode_name(o.mode);
+  j["server"] = o.server;
+  j["port"] = o.port;
+  j["connections"] = o.connections;
+  j["qd"] = o.qd;
+  j["cores"] = o.lcores.size();
+  j["lcores"] = o.lcores;
+  j["yield"] = o.yield;
+  j["verify"] = o.verify;
+  if (o.mode == Mode::kMixed) j["get_ratio"] = o.ratio;
+  if (o.iterations != 0) {
+    j["iterations"] = o.iterations;
+  } else {
+    j["duration_s"] = o.duration_s;
+  }
+  j["warmup_s"] = o.warmup_s;
+  j["mb"] = 1048576;
+  json rows = json::array();
+  for (const Row& w : r.rows) {
+    json x;
+    x["size"] = w.size;
+    x["ops"] = w.ops;
+    x["gets"] = w.gets;
+    x["puts"] = w.puts;
+    x["keys"] = w.keys;
+    x["bytes"] = w.bytes;
+    x["seconds"] = w.seconds;
+    x["ops_per_s"] = w.ops_per_s();
+    x["mb_per_s"] = w.mb_per_s();
+    x["errors"] = w.errors;
+    x["mismatches"] = w.mismatches;
+    x["mismatches_wrong_size"] = w.wrong_size;
+    x["errors_by_status"] = w.errors_by_status;
+    x["interrupted"] = w.interrupted;
+    json lat;
+    lat["avg_us"] = w.latency.avg_us > 0 ? json(w.latency.avg_us) : json(nullptr);
+    if (w.latency.valid) {
+      lat["p50_us"] = w.latency.p50_us;
+      lat["p99_us"] = w.latency.p99_us;
+      lat["p999_us"] = w.latency.p999_us;
+      lat["max_us"] = w.latency.max_us;
+    } else {
+      lat["p50_us"] = lat["p99_us"] = lat["p999_us"] = lat["max_us"] = nullptr;
+    }
+    x["latency"] = lat;
+    rows.push_back(x);
+  }
+  j["rows"] = rows;
+  j["errors"] = r.errors();
+  j["mismatches"] = r.mismatches();
+  j["ok"] = r.ok();
+  if (!r.error.empty()) j["error"] = r.error;
+  return j.dump(2);
+}
+
+}  // namespace rdmagate::bench
