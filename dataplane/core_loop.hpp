@@ -105,7 +105,12 @@ class CoreLoop {
           rte_pause();
         }
       }
-      if constexpr (requires(Service& s) { s.on_poll_st(*this); }) if (svc_.on_poll_st(*this)) { flush_st(); idle_run = 0; }
+      if constexpr (requires(Service& s) { s.on_poll_st(*this); }) {
+        if (svc_.on_poll_st(*this)) {
+          flush_st();
+          idle_run = 0;
+        }
+      }
       if ((iter & (EngineCoreMailbox::kCheckEvery - 1)) == 0) [[unlikely]] {
         now_ = rte_rdtsc();
         if (mailbox_.check_st(*this) != 0) flush_st();
