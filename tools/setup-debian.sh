@@ -15,8 +15,10 @@ PKGS=(
   ibverbs-utils rdmacm-utils perftest ibverbs-providers libibverbs1 librdmacm1 iproute2
 )
 
-# One dpkg-query for all packages keeps the no-op case fast.
-installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${PKGS[@]}" 2>/dev/null | awk '/install ok installed/ {print $1}')
+# One dpkg-query for all packages keeps the no-op case fast. dpkg-query exits 1 when any package was
+# never installed on this machine (the fresh-machine case), so its status must not end the script.
+installed=$( (dpkg-query -W -f='${Package} ${Status}\n' "${PKGS[@]}" 2>/dev/null || true) |
+  awk '/install ok installed/ {print $1}')
 missing=()
 for p in "${PKGS[@]}"; do
   grep -qx "$p" <<<"$installed" || missing+=("$p")
