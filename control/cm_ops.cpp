@@ -260,6 +260,8 @@ bool Connection::send_adopt() noexcept {
 
 void Connection::send_close(CloseReason why) noexcept {
   eng_.cores_[static_cast<std::size_t>(core_)]->control_mailbox().send_st(dataplane::ToCore::close(handle(), why));
+  close_kick_delay_ = kFirstCloseKick;
+  close_kick_deadline_ = std::chrono::steady_clock::now() + close_kick_delay_;
 }
 
 void Connection::reject(std::uint8_t code) noexcept {

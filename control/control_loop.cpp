@@ -355,7 +355,7 @@ bool Engine::poll_until_st(const std::function<bool()>& pred, Duration timeout) 
 void Engine::arm_timerfd_st() {
   std::optional<TimePoint> next;
   for (auto& [id, c] : conns_) {
-    for (const auto& d : {c->handshake_deadline_, c->reconnect_deadline_}) {
+    for (const auto& d : {c->handshake_deadline_, c->reconnect_deadline_, c->close_kick_deadline_}) {
       if (d && (!next || *d < *next)) next = d;
     }
   }
@@ -589,7 +589,10 @@ void Engine::handle_async_events_st() {
 struct Engine::ReplyHandler {
   Engine& eng;
   void on_closed_st(dataplane::ConnHandle h) {
-    if (Connection* c = eng.by_handle(h)) c->dispatch(Event::kCoreClosed);
+    if (Connection* c = eng.by_handle(h)) {
+      c->close_kick_deadline_.reset();
+      c->dispatch(Event::kCoreClosed);
+    }
   }
   void on_failed_st(dataplane::ConnHandle h, FailureKind kind, std::uint32_t status) {
     ++eng.counters_.core_failures;
@@ -643,6 +646,22 @@ void Engine::fire_timers_st() {
     if (c->reconnect_deadline_ && *c->reconnect_deadline_ <= now) {
       c->reconnect_deadline_.reset();
       c->dispatch(Event::kReconnectTimer);
+    }
+    // The core waits for a flush completion of every WR it posted, but a WR posted while the QP went to
+    // ERR may never flush: rxe's user-space provider posts receives into a shared queue without entering
+    // the kernel, and its responder flushes the receive queue only when something runs it (a modify to
+    // ERR does). Seen in the guest as an idle connection whose last re-posted receive kept the drain from
+    // ever finishing. ERR -> ERR is a legal transition that flushes what is queued; the core posts nothing
+    // after CLOSE, so one kick after it suffices. Backed off in case the core is just slow.
+    if (c->close_kick_deadline_ && *c->close_kick_deadline_ <= now) {
+      if (c->lifecycle().held().has(Resource::kCoreRef) && c->lifecycle().held().has(Resource::kQp)) {
+        ++counters_.close_rekicks;
+        c->move_qp_to_err();
+        c->close_kick_delay_ = std::min(c->close_kick_delay_ * 2, kMaxCloseKick);
+        c->close_kick_deadline_ = now + c->close_kick_delay_;
+      } else {
+        c->close_kick_deadline_.reset();
+      }
     }
   }
 }
@@ -732,6 +751,39 @@ std::size_t Engine::owned_count() const noexcept {
   std::size_t n = 0;
   for (const auto& [id, c] : conns_) n += c->lifecycle().state() == State::kOwnedByCore ? 1 : 0;
   return n;
+}
+
+std::string Engine::describe_connections_st(std::size_t limit) const {
+  std::string out;
+  std::size_t n = 0;
+  for (const auto& [id, c] : conns_) {
+    if (n++ == limit) {
+      out += "... and " + std::to_string(conns_.size() - limit) + " more\n";
+      break;
+    }
+    char qp[16];
+    std::snprintf(qp, sizeof qp, "0x%x", c->qp_num());
+    out += c->peer() + " qp " + qp + " " + std::string(to_string(c->lifecycle().state())) + " {";
+    const ResourceSet held = c->lifecycle().held();
+    bool first = true;
+    for (std::size_t b = 0; b < kResourceCount; ++b) {
+      const auto r = static_cast<Resource>(1u << b);
+      if (!held.has(r)) continue;
+      if (!first) out += ", ";
+      out += to_string(r);
+      first = false;
+    }
+    out += '}';
+    // The core's side of the connection is its own while it runs; read it only once every core stopped.
+    if (launched_lcores_.empty()) {
+      const dataplane::CoreConn& cc = c->cc_;
+      out += " core: state " + std::to_string(static_cast<unsigned>(cc.state)) + " rx_posted " +
+             std::to_string(cc.rx_posted) + " sq_inflight " + std::to_string(cc.sq_inflight()) +
+             (cc.drain_posted ? " drain_posted" : "");
+    }
+    out += '\n';
+  }
+  return out;
 }
 
 Connection* Engine::find(std::uint64_t id) noexcept {

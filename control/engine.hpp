@@ -100,8 +100,14 @@ struct EngineCounters {
   std::uint64_t retries_with_peer_params = 0;  // mismatch rejects answered by a retry with the peer's parameters
   std::uint64_t races_won = 0;  // contested or duplicate requests we rejected "race"
   std::uint64_t remote_cores = 0;  // configured cores not local to the device (hwloc)
+  std::uint64_t close_rekicks = 0;  // QPs moved to ERR again because the core's CLOSED was slow (flush kick)
   std::uint64_t quiesce_timeouts = 0;  // SIGTERM drains whose quiesce phase hit the drain timeout
 };
+
+// First re-kick of a closing QP whose CLOSED has not come back (Engine::fire_timers_st), doubling up to the
+// cap. A core answers CLOSE within microseconds on hardware; the first kick is well past that.
+inline constexpr Duration kFirstCloseKick = std::chrono::milliseconds(50);
+inline constexpr Duration kMaxCloseKick = std::chrono::seconds(1);
 
 // One connection, owned by the control thread; its CoreConn part is lent to a core between the first
 // posted receive and CLOSED.
@@ -163,6 +169,9 @@ class Connection final : public ConnectionOps {
   dataplane::CoreConn cc_;
   std::optional<TimePoint> handshake_deadline_;
   std::optional<TimePoint> reconnect_deadline_;
+  // CLOSE sent, CLOSED not seen yet: when to move the QP to ERR again (see Engine::fire_timers_st).
+  std::optional<TimePoint> close_kick_deadline_;
+  Duration close_kick_delay_{};
   // Active side.
   sockaddr_storage peer_addr_{};
   std::string peer_str_;
@@ -257,6 +266,12 @@ class Engine {
   // Observation (control thread).
   std::size_t connection_count() const noexcept { return conns_.size(); }
   std::size_t owned_count() const noexcept;
+  // One line per connection still held (at most `limit`): peer, qp, lifecycle state and the resources it
+  // still holds, e.g.
+  // "198.18.0.2:4791 qp 0x12 closing {cm_id, core slot, qp, rx posted, core reference}". What an operator
+  // (and a test) needs when a drain times out. Once the cores are stopped it adds the core's view (its
+  // connection state, receives still posted, sends in flight).
+  std::string describe_connections_st(std::size_t limit = 16) const;
   Connection* find(std::uint64_t id) noexcept;
   std::vector<Connection*> connections() const;
   const EngineCounters& counters() const noexcept { return counters_; }

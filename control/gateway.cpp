@@ -514,10 +514,15 @@ int Gateway::stop(int signo) {
   publish_stats();
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
   if (drained) {
-    lg().info("drained", {{"ms", ms}, {"quiesce_timeouts", engine_->counters().quiesce_timeouts}});
+    lg().info("drained", {{"ms", ms},
+                          {"quiesce_timeouts", engine_->counters().quiesce_timeouts},
+                          {"close_rekicks", engine_->counters().close_rekicks}});
   } else {
-    lg().warn("drain timed out: connections closed with requests in flight",
-              {{"ms", ms}, {"connections", engine_->connection_count()}});
+    // shutdown_st stopped the cores, so the description includes each core's view.
+    std::string left = engine_->describe_connections_st(8);
+    for (char& ch : left) ch = ch == '\n' ? ';' : ch;
+    lg().warn("drain timed out: connections still held at exit",
+              {{"ms", ms}, {"connections", engine_->connection_count()}, {"left", left}});
   }
   lg().info("exiting", {{"code", 0}});
   return 0;

@@ -156,17 +156,15 @@ TEST(EngineStats, CountersReachTheExpositionWhileTrafficRuns) {
   EXPECT_EQ(value(mid, "rdmagate_connection_accepts_total", {}), 1);
 
   // Orderly teardown; the core's final publication then equals its counters exactly.
-  // Both sides close. This test is about the exposition, so the drain is bounded but not asserted here:
-  // in about 1 run of 3 in the guest the pair's teardown does not drain within 30 s (a known engine bug,
-  // open in the issue note; the final-publication checks below hold either way). It is reported loudly.
+  // Both sides close, and every connection must drain.
   client->begin_shutdown_st();
   server->begin_shutdown_st();
-  if (!poll_until([&] { return client->drained_st() && server->drained_st(); }, std::chrono::seconds(30))) {
-    std::printf("engine_stats: WARNING: KNOWN ENGINE BUG: teardown did not drain in 30 s (client %zu, server %zu "
-                "connections left)\n", client->connection_count(), server->connection_count());
-  }
+  const bool drained =
+      poll_until([&] { return client->drained_st() && server->drained_st(); }, std::chrono::seconds(30));
   client->stop_cores_st();
   server->stop_cores_st();
+  EXPECT_TRUE(drained) << "teardown did not drain in 30 s; left:\nclient:\n"
+                       << client->describe_connections_st() << "server:\n" << server->describe_connections_st();
   const double run_s = std::chrono::duration<double>(Clock::now() - t0).count();
   control::publish_engine_stats(*server, *ctl);
 
@@ -196,10 +194,13 @@ TEST(EngineStats, CountersReachTheExpositionWhileTrafficRuns) {
   EXPECT_LE(busy + idle, run_s + 1.0);  // the core started before t0 by at most the setup time
   std::printf(
       "engine_stats: %llu echoes; all requests visible in /metrics %.1f ms after the last one; server core "
-      "busy %.3f s idle %.3f s (run %.2f s); keepalives %.0f noops %.0f; polls %.0f\n",
+      "busy %.3f s idle %.3f s (run %.2f s); keepalives %.0f noops %.0f; polls %.0f; close re-kicks client %llu "
+      "server %llu\n",
       static_cast<unsigned long long>(results.verified.load()), lag_ms, busy, idle, run_s,
       value(e, "rdmagate_transport_keepalives_total", {}), value(e, "rdmagate_transport_noops_total", {}),
-      value(e, "rdmagate_poller_polls_total", {{"core", "1"}}));
+      value(e, "rdmagate_poller_polls_total", {{"core", "1"}}),
+      static_cast<unsigned long long>(client->counters().close_rekicks),
+      static_cast<unsigned long long>(server->counters().close_rekicks));
 }
 
 }  // namespace
