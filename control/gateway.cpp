@@ -319,9 +319,9 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     cc.tx_per_conn = tx_per_conn(cfg.dataplane.queue_depth);
     cc.buf_size = cfg.dataplane.inline_threshold_bytes;
     cc.poll_burst = cfg.dataplane.poll_burst;
-    // pause: the busy loop already pauses (rte_pause) after every empty poll.
-    cc.idle = cfg.dataplane.idle_policy == conf::IdlePolicy::kYield ? dataplane::IdlePolicy::kYield
-                                                                    : dataplane::IdlePolicy::kBusy;
+    cc.idle = cfg.dataplane.idle_policy == conf::IdlePolicy::kYield   ? dataplane::IdlePolicy::kYield
+              : cfg.dataplane.idle_policy == conf::IdlePolicy::kPause ? dataplane::IdlePolicy::kPause
+                                                                      : dataplane::IdlePolicy::kBusy;
     cc.bulk_bytes_per_conn = 0;  // chunks move between the peer's memory and the store arena directly
     cc.keepalive_us = std::uint64_t{cfg.protocol.keepalive_ms} * 1000;
     cc.dead_peer_us = std::uint64_t{cfg.protocol.dead_peer_timeout_ms} * 1000;

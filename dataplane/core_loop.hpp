@@ -98,10 +98,14 @@ class CoreLoop {
       } else {
         ++cnt_.idle_polls;
         if (n < 0) ++cnt_.errors[static_cast<std::size_t>(CoreError::kCompletion)];
-        if (idle == IdlePolicy::kYield && ++idle_run >= yield_after) {
-          ++cnt_.yields;
-          sched_yield();
-        } else {
+        if (idle == IdlePolicy::kYield) {
+          if (++idle_run >= yield_after) {
+            ++cnt_.yields;
+            sched_yield();
+          } else {
+            rte_pause();
+          }
+        } else if (idle == IdlePolicy::kPause) {
           rte_pause();
         }
       }

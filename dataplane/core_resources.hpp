@@ -33,8 +33,9 @@ using EngineCoreMailbox = CoreMailbox<kCorePendingReplies>;
 
 // What a core does when a poll finds nothing.
 enum class IdlePolicy : std::uint8_t {
-  kBusy = 0,   // rte_pause and poll again: a pinned core with a CPU of its own
+  kBusy = 0,   // poll again at once: a pinned core with a physical CPU of its own (lowest latency)
   kYield = 1,  // sched_yield after `idle_yield_after` empty polls: more pollers than CPUs (tests, 2-vCPU guest)
+  kPause = 2,  // rte_pause, then poll again: a hyperthread sibling keeps the core's issue slots, less power
 };
 
 struct CoreConfig {
