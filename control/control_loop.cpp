@@ -686,6 +686,12 @@ void Engine::set_timeouts_st(Duration handshake_timeout, const BackoffPolicy& ba
     cc.keepalive_us = keepalive_us;
     cc.dead_peer_us = dead_peer_us;
   }
+  // Established connections too: each core applies them to every connection it owns.
+  for (auto& core : cores_) {
+    dataplane::ControlMailbox& mb = core->control_mailbox();
+    mb.send_st(dataplane::ToCore::config(dataplane::ConfigKey::kKeepaliveIntervalUs, keepalive_us));
+    mb.send_st(dataplane::ToCore::config(dataplane::ConfigKey::kPeerDeadTimeoutUs, dead_peer_us));
+  }
 }
 
 void Engine::close_st(std::uint64_t id, CloseReason why) {

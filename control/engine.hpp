@@ -241,9 +241,9 @@ class Engine {
   // Runs poll_st until `pred()` or the deadline; true if pred() held.
   bool poll_until_st(const std::function<bool()>& pred, Duration timeout);
 
-  // Timeouts for connections set up from now on (a SIGHUP reload): handshake limit, reconnect backoff, and
-  // every core's keepalive / dead-peer times. Established connections keep theirs (their credit machines
-  // took them at the handshake).
+  // A SIGHUP reload of the timeouts: handshake limit and reconnect backoff (for handshakes and reconnects
+  // that start from now on), and every core's keepalive / dead-peer times, which established connections
+  // take too (CONFIG through each core's ring; they apply when the core reads its ring).
   void set_timeouts_st(Duration handshake_timeout, const BackoffPolicy& backoff, std::uint64_t keepalive_us,
                        std::uint64_t dead_peer_us);
 

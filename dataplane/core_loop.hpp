@@ -276,6 +276,10 @@ class CoreLoop {
   std::uint32_t tx_available_st(const CoreConn& c) const noexcept { return c.tx_free_top; }
   std::uint64_t now_tsc_st() const noexcept { return now_; }
   std::uint64_t tsc_hz() const noexcept { return tsc_hz_; }
+  // Microseconds to TSC ticks without overflow for any configurable time.
+  std::uint64_t us_to_ticks(std::uint64_t us) const noexcept {
+    return us / 1'000'000 * tsc_hz_ + us % 1'000'000 * tsc_hz_ / 1'000'000;
+  }
   CoreCounters& counters_st() noexcept { return cnt_; }
   std::uint32_t owned_st() const noexcept { return static_cast<std::uint32_t>(owned_.size()); }
   // True after CONFIG kQuiesce 1: services start no new request (the core refuses incoming ones).
@@ -354,12 +358,35 @@ class CoreLoop {
   // send since cannot be proven (a NOOP without a reason is dropped by the credit machine); they count as
   // done once the quiet period has passed. When every connection is idle (quiesce_idle_st) the core sets
   // res.quiesced. kQuiesce 0 resumes.
+  //
+  // kKeepaliveIntervalUs / kPeerDeadTimeoutUs (SIGHUP reload): every owned connection takes the new time at
+  // once. A connection control sets up later carries it in its credit config; one already on its way (its
+  // ADOPT ahead of this CONFIG in the ring) is owned by the time this runs, so none keeps the old time.
   void on_config_st(ConfigKey k, std::uint64_t v) noexcept {
-    if (k != ConfigKey::kQuiesce) return;
-    quiescing_ = v != 0;
-    res_.quiesced.store(false, std::memory_order_release);
-    last_refusal_ = now_;
-    for (CoreConn* c : owned_) c->quiesce_sq_mark = c->sq_tail;
+    switch (k) {
+      case ConfigKey::kQuiesce:
+        quiescing_ = v != 0;
+        res_.quiesced.store(false, std::memory_order_release);
+        last_refusal_ = now_;
+        for (CoreConn* c : owned_) c->quiesce_sq_mark = c->sq_tail;
+        return;
+      case ConfigKey::kKeepaliveIntervalUs:
+      case ConfigKey::kPeerDeadTimeoutUs: {
+        const std::uint64_t ticks = us_to_ticks(v);
+        for (CoreConn* c : owned_) {
+          protocol::CreditMachine& cm = *c->credits;
+          if (k == ConfigKey::kKeepaliveIntervalUs) {
+            cm.set_timers(ticks, cm.dead_peer_timeout());
+          } else {
+            cm.set_timers(cm.keepalive_interval(), ticks);
+          }
+        }
+        return;
+      }
+      default:
+        ++cnt_.errors[static_cast<std::size_t>(CoreError::kUnexpected)];  // a key this core does not know
+        return;
+    }
   }
 
  private:

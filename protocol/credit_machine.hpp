@@ -230,6 +230,15 @@ class CreditMachine {
     return dead_timeout_ != 0 && elapsed(last_rx_, now) >= dead_timeout_;
   }
 
+  // A live reload (SIGHUP) of the timer settings, in the same ticks as CreditConfig. The clocks keep
+  // running from the last send and receive, so a shorter timeout can fire at the next check.
+  void set_timers(std::uint64_t keepalive_interval, std::uint64_t dead_peer_timeout) noexcept {
+    keepalive_ = keepalive_interval;
+    dead_timeout_ = dead_peer_timeout;
+  }
+  std::uint64_t keepalive_interval() const noexcept { return keepalive_; }
+  std::uint64_t dead_peer_timeout() const noexcept { return dead_timeout_; }
+
   // ---- teardown --------------------------------------------------------------------------------
 
   // Removes any queued descriptor without sending it; kEnd when all queues are empty.

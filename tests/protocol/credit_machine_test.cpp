@@ -434,6 +434,24 @@ TEST(CreditLiveness, SilentPeerIsDeadAfterTheTimeout) {
   EXPECT_TRUE(r.m.peer_dead(1950));
 }
 
+TEST(CreditTimers, ALiveReloadTakesEffectFromTheLastSendAndReceive) {
+  Rig r(CreditConfig{16, 0, 1000, 5000}, 1000);
+  ASSERT_EQ(r.m.on_receive(kNop, 0, 1200), CreditError::kOk);
+  EXPECT_EQ(r.m.noop_reason(1300), NoopReason::kNone);
+  EXPECT_FALSE(r.m.peer_dead(1300));
+  // Shorter times: measured from the last send (1000) and the last receive (1200), so both are due at once.
+  r.m.set_timers(100, 50);
+  EXPECT_EQ(r.m.keepalive_interval(), 100u);
+  EXPECT_EQ(r.m.dead_peer_timeout(), 50u);
+  EXPECT_EQ(r.m.noop_reason(1300), NoopReason::kKeepalive);
+  EXPECT_TRUE(r.m.peer_dead(1300));
+  // Longer again, and zero switches a timer off.
+  r.m.set_timers(0, 10'000);
+  EXPECT_EQ(r.m.noop_reason(100'000), NoopReason::kNone);
+  EXPECT_FALSE(r.m.peer_dead(11'199));
+  EXPECT_TRUE(r.m.peer_dead(11'200));
+}
+
 TEST(CreditLiveness, DisabledByZeroAndTimeGoingBackwardsIsNotSilence) {
   Rig off(CreditConfig{16, 0, 0, 0});
   EXPECT_FALSE(off.m.peer_dead(~std::uint64_t{0}));

@@ -888,6 +888,57 @@ TEST(EngineKeepalive, IdleConnectionKeptAliveThenSilentPeerDeclaredDead) {
   // The client's connection still names its stopped core: the engine's destructor tears it down directly.
 }
 
+// SIGHUP path: Engine::set_timeouts_st reaches a connection that is already established (CONFIG through the
+// core's ring). Long times at setup; the reload shortens the server's keepalive, then its dead-peer timeout
+// below the client's keepalive interval, so the idle client is declared dead by the reloaded setting alone.
+TEST(EngineKeepalive, ReloadedTimesReachAnEstablishedConnection) {
+  std::string err;
+  EngineConfig scfg = engine_config("server", true, g_server_lcore);
+  EngineConfig ccfg = engine_config("client", false, g_client_lcore);
+  for (EngineConfig* e : {&scfg, &ccfg}) {
+    e->cores[0].keepalive_us = 5'000'000;
+    e->cores[0].dead_peer_us = 60'000'000;
+  }
+  dataplane::EchoClientConfig idle;
+  idle.messages_per_conn = 0;
+  EchoPair p;
+  ASSERT_NO_FATAL_FAILURE(p.start(scfg, ccfg, idle));
+  Engine* const server = p.server.get();
+  Engine* const client = p.client.get();
+  ASSERT_NE(client->connect(rxe_addr(), p.port, &err, /*reconnect=*/false), 0u) << err;
+  ASSERT_TRUE(poll_both(
+      *server, *client, [&] { return server->owned_count() == 1 && client->owned_count() == 1; },
+      std::chrono::seconds(20)));
+  const auto idle_noops = [&](std::chrono::milliseconds d) {
+    const std::uint64_t before = server->core(0).counters.noops;
+    poll_both(*server, *client, [] { return false; }, d);
+    return server->core(0).counters.noops - before;
+  };
+  const std::uint64_t before_reload = idle_noops(std::chrono::milliseconds(600));
+  EXPECT_EQ(before_reload, 0u) << "no keepalive is due within 0.6 s of a 5 s interval";
+
+  control::BackoffPolicy backoff;
+  server->set_timeouts_st(std::chrono::seconds(10), backoff, 20'000, 60'000'000);
+  const std::uint64_t after_reload = idle_noops(std::chrono::milliseconds(600));
+  EXPECT_GE(after_reload, 10u) << "0.6 s of 20 ms keepalives on the established connection";
+  EXPECT_EQ(server->owned_count(), 1u);
+  EXPECT_EQ(server->counters().dead_peers, 0u);
+
+  // The client sends a keepalive every 5 s only: a 200 ms dead-peer time declares it dead.
+  server->set_timeouts_st(std::chrono::seconds(10), backoff, 20'000, 200'000);
+  const auto t0 = Clock::now();
+  const bool dead = poll_both(
+      *server, *client, [&] { return server->counters().dead_peers == 1; }, std::chrono::seconds(20));
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf(
+      "engine_keepalive_reload: server keepalive NOOPs in 0.6 s idle: %llu at 5 s, %llu after the reload to "
+      "20 ms; dead-peer reload to 0.2 s closed the idle client after %.2f s\n",
+      static_cast<unsigned long long>(before_reload), static_cast<unsigned long long>(after_reload), secs);
+  EXPECT_TRUE(dead) << "the reloaded dead-peer time never applied";
+  EXPECT_TRUE(drain_client_first(*server, *client, std::chrono::seconds(30)));
+  stop_client_then_server(*server, *client);
+}
+
 // ---- guest network changes: IPv6 listen, port down / up ------------------------------------------------
 
 extern "C" char** environ;
