@@ -33,6 +33,9 @@ inline constexpr std::uint32_t kMinInlineThresholdBytes = 512;
 inline constexpr std::uint32_t kMaxInlineThresholdBytes = 65536;
 // Fragments: the compile-time capacity of a decoded chunk.
 inline constexpr std::uint32_t kMaxChunkFragments = protocol::kMaxFragments;
+// Connections per core: the engine's fixed reply FIFO is sized for this many (dataplane::kMaxConnsPerCore;
+// the gateway static_asserts that the two agree), so --check-config refuses more, not only startup.
+inline constexpr std::uint32_t kMaxConnectionsPerCore = 512;
 
 static_assert(kMaxQueueDepth <= protocol::kMaxQueueDepthCap, "the queue depth field is 16 bits wide");
 static_assert(kMinInlineThresholdBytes >= protocol::kMinMessageSize &&

@@ -652,7 +652,8 @@ class Table {
         &Config::dataplane, &P::control_check_interval, "dataplane.control_check_interval", "loop iterations",
         1u, 65536u, R, "loop iterations between control-ring checks", powerOfTwo, "a power of two");
     add<UnsignedKey<P, std::uint32_t>>(&Config::dataplane, &P::max_connections_per_core,
-                                       "dataplane.max_connections_per_core", "connections", 1u, 65536u, R,
+                                       "dataplane.max_connections_per_core", "connections", 1u,
+                                       kMaxConnectionsPerCore, R,
                                        "per-core pool size");
     add<EnumKey<P, IdlePolicy>>(
         &Config::dataplane, &P::idle_policy, "dataplane.idle_policy",

@@ -259,6 +259,8 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     lg().info("device", {{"device", dev->name()}, {"describe", dev->describe()}});
     if (cfg.device.port <= dev->ports().size()) g->port_active_ = dev->ports()[cfg.device.port - 1].active();
   }
+  static_assert(conf::kMaxConnectionsPerCore == dataplane::kMaxConnsPerCore,
+                "the config's range must be what the engine can hold");
   if (cfg.dataplane.max_connections_per_core > dataplane::kMaxConnsPerCore) {
     *error = "dataplane.max_connections_per_core: " + std::to_string(cfg.dataplane.max_connections_per_core) +
              " is above the engine's limit of " + std::to_string(dataplane::kMaxConnsPerCore) + " per core";

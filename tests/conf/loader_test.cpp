@@ -101,7 +101,7 @@ dataplane:
   signal_interval: 8
   poll_burst: 64
   control_check_interval: 1
-  max_connections_per_core: 1000
+  max_connections_per_core: 500
   idle_policy: pause
 protocol:
   keepalive_ms: 200
@@ -148,7 +148,7 @@ logging:
   EXPECT_EQ(c.dataplane.signal_interval, 8u);
   EXPECT_EQ(c.dataplane.poll_burst, 64u);
   EXPECT_EQ(c.dataplane.control_check_interval, 1u);
-  EXPECT_EQ(c.dataplane.max_connections_per_core, 1000u);
+  EXPECT_EQ(c.dataplane.max_connections_per_core, 500u);
   EXPECT_EQ(c.dataplane.idle_policy, IdlePolicy::kPause);
   EXPECT_EQ(c.protocol.keepalive_ms, 200u);
   EXPECT_EQ(c.protocol.dead_peer_timeout_ms, 2000u);
@@ -435,6 +435,9 @@ TEST(Integers, RangeBoundsAreInclusive) {
 TEST(Integers, NegotiatedKeysFollowTheProtocolLimits) {
   EXPECT_THAT(errorsOf("dataplane:\n  queue_depth: 3\n  signal_interval: 1\n"),
               ElementsAre("conf/x.yaml:2:3: dataplane.queue_depth: 3 is out of range [4, 16384]"));
+  EXPECT_THAT(errorsOf("dataplane:\n  max_connections_per_core: 512\n"), IsEmpty());
+  EXPECT_THAT(errorsOf("dataplane:\n  max_connections_per_core: 513\n"),
+              ElementsAre("conf/x.yaml:2:3: dataplane.max_connections_per_core: 513 is out of range [1, 512]"));
   EXPECT_THAT(errorsOf("dataplane:\n  max_fragments: 16\n"), IsEmpty());
   EXPECT_THAT(errorsOf("dataplane:\n  max_fragments: 17\n"),
               ElementsAre("conf/x.yaml:2:3: dataplane.max_fragments: 17 is out of range [1, 16]"));
