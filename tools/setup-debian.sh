@@ -10,6 +10,8 @@ PKGS=(
   libibverbs-dev librdmacm-dev libdpdk-dev libhwloc-dev prometheus-cpp-dev
   libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libsystemd-dev nlohmann-json3-dev
+  # deploy/ checks (tests/deploy): YAML parsing and the Kubernetes API field names of the manifests
+  python3-yaml python3-kubernetes
   # rxe guest harness (tools/rxe-vm): emulator, initramfs tools, RDMA userspace that goes into the guest
   qemu-system-x86 busybox-static cpio kmod gzip
   ibverbs-utils rdmacm-utils perftest ibverbs-providers libibverbs1 librdmacm1 iproute2
