@@ -27,6 +27,7 @@ namespace {
 constexpr std::uint64_t kTagChannel = 1;
 constexpr std::uint64_t kTagAsync = 2;
 constexpr std::uint64_t kTagTimer = 3;
+constexpr std::uint64_t kTagAsyncInbox = 4;
 constexpr unsigned kLogsPerSecond = 20;
 
 bool set_nonblock(int fd) {
@@ -181,6 +182,8 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, std::string* err
     *error = std::string("epoll/timerfd setup: ") + std::strerror(errno);
     return nullptr;
   }
+  e->async_inbox_ = AsyncInbox::create(e->device_->context(), error);
+  if (!e->async_inbox_) return nullptr;
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kTagChannel;
@@ -189,6 +192,8 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, std::string* err
   rc |= epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->device_->context()->async_fd, &ev);
   ev.data.u64 = kTagTimer;
   rc |= epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->timerfd_, &ev);
+  ev.data.u64 = kTagAsyncInbox;
+  rc |= epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->async_inbox_->fd(), &ev);
   if (rc != 0) {
     *error = std::string("epoll_ctl: ") + std::strerror(errno);
     return nullptr;
@@ -327,6 +332,10 @@ void Engine::poll_st(int timeout_ms) {
         handle_cm_events_st();
         break;
       case kTagAsync:
+        async_inbox_->read_and_publish();  // to every engine on this device, this one included
+        handle_async_events_st();
+        break;
+      case kTagAsyncInbox:
         handle_async_events_st();
         break;
       case kTagTimer: {
@@ -555,32 +564,28 @@ void Engine::on_connect_request_st(rdma_cm_id* child, const std::vector<std::uin
 }
 
 void Engine::handle_async_events_st() {
-  for (;;) {
-    ibv_async_event ev{};
-    if (ibv_get_async_event(device_->context(), &ev) != 0) return;
+  for (const AsyncNote& ev : async_inbox_->take()) {
     ++counters_.async_events;
-    ++counters_.async_by_kind[static_cast<std::size_t>(async_event_kind(ev.event_type))];
-    switch (ev.event_type) {
+    ++counters_.async_by_kind[static_cast<std::size_t>(async_event_kind(ev.type))];
+    switch (ev.type) {
       case IBV_EVENT_QP_FATAL:
       case IBV_EVENT_QP_REQ_ERR:
       case IBV_EVENT_QP_ACCESS_ERR: {
-        const std::uint32_t qpn = ev.element.qp != nullptr ? ev.element.qp->qp_num : 0;
-        ibv_ack_async_event(&ev);
-        log_st("async event %s on qp 0x%x", ibv_event_type_str(ev.event_type), qpn);
-        auto it = by_qp_.find(qpn);
-        if (it != by_qp_.end()) it->second->dispatch(Event::kQpFatal);
+        // Every engine on the device sees the event; only the QP's owner acts on it.
+        auto it = by_qp_.find(ev.qp_num);
+        if (it == by_qp_.end()) continue;
+        log_st("async event %s on qp 0x%x", ibv_event_type_str(ev.type), ev.qp_num);
+        it->second->dispatch(Event::kQpFatal);
         continue;
       }
       case IBV_EVENT_DEVICE_FATAL:
       case IBV_EVENT_PORT_ERR: {
-        const Event e = ev.event_type == IBV_EVENT_DEVICE_FATAL ? Event::kDeviceFatal : Event::kPortDown;
-        ibv_ack_async_event(&ev);
-        log_st("async event %s on %s", ibv_event_type_str(ev.event_type), device_->name().c_str());
+        const Event e = ev.type == IBV_EVENT_DEVICE_FATAL ? Event::kDeviceFatal : Event::kPortDown;
+        log_st("async event %s on %s", ibv_event_type_str(ev.type), device_->name().c_str());
         for (Connection* c : connections()) c->dispatch(e);
         continue;
       }
       default:
-        ibv_ack_async_event(&ev);
         continue;
     }
   }

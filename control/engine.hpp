@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "control/async_fanout.hpp"
 #include "control/connection_lifecycle.hpp"
 #include "control/rdma_device.hpp"
 #include "dataplane/core_conn.hpp"
@@ -313,6 +314,7 @@ class Engine {
   rdma_event_channel* channel_ = nullptr;
   int epfd_ = -1;
   int timerfd_ = -1;
+  std::unique_ptr<AsyncInbox> async_inbox_;  // this engine's share of the device's async events
   std::vector<rdma_cm_id*> listeners_;
   std::unordered_map<std::uint64_t, std::unique_ptr<Connection>> conns_;
   std::unordered_map<std::uint64_t, Connection*> by_handle_;

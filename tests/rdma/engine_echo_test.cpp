@@ -1066,6 +1066,8 @@ TEST(EnginePort, PortDownClosesEverythingThenRetriesBoundedAndShutsDownClean) {
         static_cast<unsigned long long>(server->counters().destroyed - s_destroyed0), client->owned_count(),
         static_cast<unsigned long long>(client->core(0).counters.closed - c_closed0), down_secs);
     EXPECT_TRUE(closed) << "port down did not close and free every connection";
+    // Both engines share librdmacm's context of the device; each must hear the port event, whichever read it.
+    EXPECT_GT(client->counters().async_events, c_async0) << "the client engine never heard the port event";
     EXPECT_EQ(port_state(), IBV_PORT_DOWN);
 
     EXPECT_EQ(run_ip({"link", "set", "dev", dev, "up"}), 0) << "ip link set " << dev << " up";
