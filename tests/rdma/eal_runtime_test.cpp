@@ -15,12 +15,13 @@
 
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/huge_buffer.hpp"
+#include "tests/rdma/rdma_test_main.hpp"
 
 namespace {
 
 using namespace rdmagate::dataplane;
 
-EalRuntime* g_eal = nullptr;
+using rdmagate::testfix::test_eal;  // the EAL main() started
 
 bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
@@ -112,16 +113,17 @@ TEST(EalArgs, FilePrefixReplacesInMemory) {
 }
 
 TEST(EalRuntime, InitialisedOnceAndSecondInitFailsClearly) {
-  ASSERT_NE(g_eal, nullptr);
+  ASSERT_NE(test_eal(), nullptr);
   EXPECT_TRUE(EalRuntime::initialised_in_process());
-  EXPECT_EQ(g_eal->lcore_count(), 2u);
-  EXPECT_EQ(g_eal->main_lcore(), 0u);
+  EXPECT_EQ(test_eal()->lcore_count(), 2u);
+  EXPECT_EQ(test_eal()->main_lcore(), 0u);
   std::string err;
   EXPECT_EQ(EalRuntime::init(EalOptions{}, &err), nullptr);
   EXPECT_NE(err.find("once per process"), std::string::npos) << err;
   const char* g = std::getenv("RDMAGATE_IN_GUEST");
   if (g != nullptr && std::strcmp(g, "1") == 0) {
-    EXPECT_TRUE(g_eal->hugepages()) << "the rxe guest reserves hugepages: " << g_eal->probe().reason;
+    EXPECT_TRUE(test_eal()->hugepages())
+        << "the rxe guest reserves hugepages: " << test_eal()->probe().reason;
   }
 }
 
@@ -130,7 +132,7 @@ TEST(HugeBuffer, MallocAndMemzoneAreZeroedAlignedAndFreed) {
   HugeBuffer a = HugeBuffer::allocate(size_t{1} << 20, SOCKET_ID_ANY, 4096, &err);
   ASSERT_TRUE(a) << err;
   EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data()) % 4096, 0u);
-  EXPECT_EQ(a.hugepage_backed(), g_eal->hugepages());
+  EXPECT_EQ(a.hugepage_backed(), test_eal()->hugepages());
   for (size_t i = 0; i < a.size(); i += 4093) ASSERT_EQ(a.bytes()[i], 0);
   HugeBuffer z = HugeBuffer::allocate(size_t{1} << 20, SOCKET_ID_ANY, 1 << 16, &err, HugeBufferKind::kMemzone, "eal_test_zone");
   ASSERT_TRUE(z) << err;
@@ -160,23 +162,8 @@ TEST(EalRuntime, MempoolRingDriverIsLinked) {
 
 }  // namespace
 
+// EAL only, no RDMA probe: this binary runs (and passes) wherever EAL starts, with or without hugepages.
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
-  EalOptions opts;
-  opts.program_name = "eal_runtime_test";
-  opts.lcores = "0-1";
-  std::string err;
-  std::unique_ptr<EalRuntime> eal = EalRuntime::init(opts, &err);
-  if (!eal) {
-    std::fprintf(stderr, "*** FAILED eal_runtime_test: %s\n", err.c_str());
-    return 1;
-  }
-  g_eal = eal.get();
-  std::printf("eal: %s in %.2f s: %s\n", eal->hugepages() ? "hugepages" : "no-huge", eal->init_seconds(),
-              eal->args_line().c_str());
-  const int rc = RUN_ALL_TESTS();
-  g_eal = nullptr;
-  eal.reset();
-  return rc;
+  return rdmagate::testfix::rdma_test_main(argc, argv, "eal_runtime_test", "0-1", nullptr,
+                                           rdmagate::testfix::NeedsRdma::kNo);
 }

@@ -21,6 +21,7 @@
 #include "dataplane/core_loop.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/services.hpp"
+#include "tests/rdma/rdma_test_support.hpp"
 
 namespace {
 using namespace rdmagate;
@@ -79,21 +80,12 @@ int main(int argc, char** argv) {
     else if (i + 1 < argc && std::strcmp(argv[i], "--window") == 0) window = static_cast<std::uint32_t>(std::atoi(argv[++i]));
     else if (i + 1 < argc && std::strcmp(argv[i], "--yield-after") == 0) g_yield_after = static_cast<std::uint32_t>(std::atoi(argv[++i]));
   }
-  const std::string dev = control::device_name_from_env();
-  const control::RdmaProbe probe = control::probe_rdma(dev);
-  if (!probe.ok()) {
-    std::fprintf(stderr, "engine_bench: %s\n", probe.message.c_str());
-    return probe.no_rdma() ? control::kSkipExitCode : 1;
-  }
-  dataplane::EalOptions opts;
-  opts.program_name = "engine_bench";
-  opts.lcores = "0@0,1@1,2@0";
+  control::RdmaProbe probe;
+  if (const int rc = testfix::rdma_gate("engine_bench", &probe); rc != 0) return rc;
+  const std::string dev = testfix::rdma_device();
+  auto eal = testfix::start_eal("engine_bench", "0@0,1@1,2@0");
+  if (!eal) return 1;
   std::string err;
-  auto eal = dataplane::EalRuntime::init(opts, &err);
-  if (!eal) {
-    std::fprintf(stderr, "engine_bench: %s\n", err.c_str());
-    return 1;
-  }
   const char* addr_env = std::getenv("RDMAGATE_RXE_ADDR");
   const std::string addr = addr_env != nullptr && *addr_env != '\0' ? addr_env : "198.18.0.1";
   auto server = control::Engine::create(config("server", true, 1, busy, dev), &err);

@@ -29,6 +29,7 @@
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/services.hpp"
 #include "protocol/incarnation.hpp"
+#include "tests/rdma/rdma_test_main.hpp"
 
 namespace {
 
@@ -1101,33 +1102,11 @@ TEST(EnginePort, PortDownClosesEverythingThenRetriesBoundedAndShutsDownClean) {
 
 }  // namespace
 
+// Also built as engine_port_test (the EnginePort tests only): the same main, the same program name.
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
-  g_device = control::device_name_from_env();
-  const control::RdmaProbe probe = control::probe_rdma(g_device);
-  if (!probe.ok()) {
-    if (probe.no_rdma()) {
-      std::fprintf(stderr, "*** SKIPPED engine_echo_test (exit %d, not a pass): %s\n", control::kSkipExitCode,
-                   probe.message.c_str());
-      return control::kSkipExitCode;
-    }
-    std::fprintf(stderr, "*** FAILED engine_echo_test: %s\n", probe.message.c_str());
-    return 1;
-  }
-  dataplane::EalOptions opts;
-  opts.program_name = "engine_echo_test";
-  opts.lcores = "0@0,1@1,2@0,3@0,4@1";
-  std::string err;
-  auto eal = dataplane::EalRuntime::init(opts, &err);
-  if (!eal) {
-    std::fprintf(stderr, "*** FAILED engine_echo_test: %s\n", err.c_str());
-    return 1;
-  }
-  std::printf("engine_echo: device %s, eal %s (%s), tsc %llu Hz\n", probe.device.c_str(),
-              eal->args_line().c_str(), eal->hugepages() ? "hugepages" : "no-huge",
-              static_cast<unsigned long long>(rte_get_tsc_hz()));
-  const int rc = RUN_ALL_TESTS();
-  eal.reset();
-  return rc;
+  return rdmagate::testfix::rdma_test_main(argc, argv, "engine_echo_test", "0@0,1@1,2@0,3@0,4@1",
+                                           [](const rdmagate::control::RdmaProbe&) {
+                                             g_device = rdmagate::testfix::rdma_device();
+                                             return 0;
+                                           });
 }

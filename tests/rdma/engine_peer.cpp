@@ -31,6 +31,7 @@
 #include "dataplane/core_loop.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/services.hpp"
+#include "tests/rdma/rdma_test_support.hpp"
 
 namespace {
 
@@ -132,21 +133,12 @@ int engine_peer_main(int argc, char** argv) {
                  "[--window W] [--hold-after N] [--drain-ms M] [--backoff-min-ms M] [--backoff-max-ms M]\n");
     return 2;
   }
-  const std::string dev = control::device_name_from_env();
-  const control::RdmaProbe probe = control::probe_rdma(dev);
-  if (!probe.ok()) {
-    std::fprintf(stderr, "engine_peer: %s\n", probe.message.c_str());
-    return probe.no_rdma() ? control::kSkipExitCode : 1;
-  }
-  dataplane::EalOptions opts;
-  opts.program_name = "engine_peer";
-  opts.lcores = a.lcores;
+  control::RdmaProbe probe;
+  if (const int rc = testfix::rdma_gate("engine_peer", &probe); rc != 0) return rc;
+  const std::string dev = testfix::rdma_device();
+  auto eal = testfix::start_eal("engine_peer", a.lcores);
+  if (!eal) return 1;
   std::string err;
-  auto eal = dataplane::EalRuntime::init(opts, &err);
-  if (!eal) {
-    std::fprintf(stderr, "engine_peer: %s\n", err.c_str());
-    return 1;
-  }
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
 

@@ -11,25 +11,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "control/rdma_device.hpp"
+#include "tests/rdma/rdma_test_main.hpp"
+#include "tests/rdma/status_file.hpp"
 
 extern char** environ;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using rdmagate::testfix::num;
+using rdmagate::testfix::read_status;
 std::string g_peer;
 int g_port_base = 7400;
 
@@ -60,22 +59,6 @@ bool spawn_peer(Peer* p, const std::vector<std::string>& args, const std::string
   for (auto& s : full) argv.push_back(s.data());
   argv.push_back(nullptr);
   return posix_spawn(&p->pid, g_peer.c_str(), nullptr, nullptr, argv.data(), environ) == 0;
-}
-
-std::map<std::string, std::string> read_status(const std::string& path) {
-  std::map<std::string, std::string> kv;
-  std::ifstream f(path);
-  std::string tok;
-  while (f >> tok) {
-    const auto eq = tok.find('=');
-    if (eq != std::string::npos) kv[tok.substr(0, eq)] = tok.substr(eq + 1);
-  }
-  return kv;
-}
-
-std::uint64_t num(const std::map<std::string, std::string>& kv, const std::string& k) {
-  auto it = kv.find(k);
-  return it == kv.end() ? UINT64_MAX : std::strtoull(it->second.c_str(), nullptr, 10);
 }
 
 template <typename Pred>
@@ -269,26 +252,12 @@ int engine_peer_main(int argc, char** argv);
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "peer") == 0) return engine_peer_main(argc - 1, argv + 1);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) {
-    std::fprintf(stderr, "*** FAILED engine_process_test: readlink /proc/self/exe: %s\n", std::strerror(errno));
-    return 1;
-  }
-  self[n] = '\0';
-  g_peer = self;
-  const rdmagate::control::RdmaProbe probe = rdmagate::control::probe_rdma(rdmagate::control::device_name_from_env());
-  if (!probe.ok()) {
-    if (probe.no_rdma()) {
-      std::fprintf(stderr, "*** SKIPPED engine_process_test (exit %d, not a pass): %s\n",
-                   rdmagate::control::kSkipExitCode, probe.message.c_str());
-      return rdmagate::control::kSkipExitCode;
-    }
-    std::fprintf(stderr, "*** FAILED engine_process_test: %s\n", probe.message.c_str());
-    return 1;
-  }
-  g_port_base = 7400 + static_cast<int>(getpid() % 500) * 2;
-  return RUN_ALL_TESTS();
+  // No EAL here: the peers (this binary, re-executed) start their own.
+  return rdmagate::testfix::rdma_test_main(argc, argv, "engine_process_test", /*eal_lcores=*/nullptr,
+                                           [](const rdmagate::control::RdmaProbe&) {
+                                             g_peer = rdmagate::testfix::self_exe("engine_process_test");
+                                             if (g_peer.empty()) return 1;
+                                             g_port_base = 7400 + static_cast<int>(getpid() % 500) * 2;
+                                             return 0;
+                                           });
 }

@@ -23,6 +23,7 @@
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/services.hpp"
 #include "telemetry/collector.hpp"
+#include "tests/rdma/rdma_test_main.hpp"
 
 namespace {
 
@@ -206,29 +207,9 @@ TEST(EngineStats, CountersReachTheExpositionWhileTrafficRuns) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
-  g_device = control::device_name_from_env();
-  const control::RdmaProbe probe = control::probe_rdma(g_device);
-  if (!probe.ok()) {
-    if (probe.no_rdma()) {
-      std::fprintf(stderr, "*** SKIPPED engine_stats_test (exit %d, not a pass): %s\n",
-                   control::kSkipExitCode, probe.message.c_str());
-      return control::kSkipExitCode;
-    }
-    std::fprintf(stderr, "*** FAILED engine_stats_test: %s\n", probe.message.c_str());
-    return 1;
-  }
-  dataplane::EalOptions opts;
-  opts.program_name = "engine_stats_test";
-  opts.lcores = "0@0,1@1,2@0";
-  std::string err;
-  auto eal = dataplane::EalRuntime::init(opts, &err);
-  if (!eal) {
-    std::fprintf(stderr, "*** FAILED engine_stats_test: %s\n", err.c_str());
-    return 1;
-  }
-  const int rc = RUN_ALL_TESTS();
-  eal.reset();
-  return rc;
+  return rdmagate::testfix::rdma_test_main(argc, argv, "engine_stats_test", "0@0,1@1,2@0",
+                                           [](const rdmagate::control::RdmaProbe&) {
+                                             g_device = rdmagate::testfix::rdma_device();
+                                             return 0;
+                                           });
 }

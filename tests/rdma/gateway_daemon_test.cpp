@@ -37,6 +37,8 @@
 #include <vector>
 
 #include "control/rdma_device.hpp"
+#include "tests/rdma/rdma_test_main.hpp"
+#include "tests/rdma/status_file.hpp"
 
 #ifdef RDMAGATE_DAEMON_TEST_CLIENT
 #include "client/client.hpp"
@@ -52,6 +54,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+using rdmagate::testfix::num;
+using rdmagate::testfix::read_status;
 
 std::string g_self;
 int g_rdma_port = 7600;
@@ -266,22 +270,6 @@ class NotifySocket {
   std::vector<std::string> msgs_;
   std::size_t seen_ = 0;  // messages already matched or skipped by the previous wait
 };
-
-std::map<std::string, std::string> read_status(const std::string& path) {
-  std::map<std::string, std::string> kv;
-  std::istringstream in(read_file(path));
-  std::string tok;
-  while (in >> tok) {
-    const auto eq = tok.find('=');
-    if (eq != std::string::npos) kv[tok.substr(0, eq)] = tok.substr(eq + 1);
-  }
-  return kv;
-}
-
-std::uint64_t num(const std::map<std::string, std::string>& kv, const std::string& k) {
-  auto it = kv.find(k);
-  return it == kv.end() ? UINT64_MAX : std::strtoull(it->second.c_str(), nullptr, 10);
-}
 
 std::string config_text(const std::string& level, const std::string& allowed, std::uint32_t queue_depth) {
   std::ostringstream y;
@@ -597,29 +585,13 @@ int main(int argc, char** argv) {
 #ifdef RDMAGATE_DAEMON_TEST_CLIENT
   if (argc > 1 && std::strcmp(argv[1], "objects") == 0) return objects_main(argc - 1, argv + 1);
 #endif
-  ::testing::InitGoogleTest(&argc, argv);
-  if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) {
-    std::fprintf(stderr, "*** FAILED gateway_daemon_test: readlink /proc/self/exe: %s\n",
-                 std::strerror(errno));
-    return 1;
-  }
-  self[n] = '\0';
-  g_self = self;
-  const rdmagate::control::RdmaProbe probe =
-      rdmagate::control::probe_rdma(rdmagate::control::device_name_from_env());
-  if (!probe.ok()) {
-    if (probe.no_rdma()) {
-      std::fprintf(stderr, "*** SKIPPED gateway_daemon_test (exit %d, not a pass): %s\n",
-                   rdmagate::control::kSkipExitCode, probe.message.c_str());
-      return rdmagate::control::kSkipExitCode;
-    }
-    std::fprintf(stderr, "*** FAILED gateway_daemon_test: %s\n", probe.message.c_str());
-    return 1;
-  }
-  g_rdma_port = 7600 + static_cast<int>(getpid() % 300) * 2;
-  g_http_port = 19000 + static_cast<int>(getpid() % 1000);
-  return RUN_ALL_TESTS();
+  // No EAL here: the daemon and the clients (this binary, re-executed) start their own.
+  return rdmagate::testfix::rdma_test_main(argc, argv, "gateway_daemon_test", /*eal_lcores=*/nullptr,
+                                           [](const rdmagate::control::RdmaProbe&) {
+                                             g_self = rdmagate::testfix::self_exe("gateway_daemon_test");
+                                             if (g_self.empty()) return 1;
+                                             g_rdma_port = 7600 + static_cast<int>(getpid() % 300) * 2;
+                                             g_http_port = 19000 + static_cast<int>(getpid() % 1000);
+                                             return 0;
+                                           });
 }

@@ -7,8 +7,9 @@
 // API (namespace rdmagate::testfix):
 //
 //   int main(int argc, char** argv) { return rdmagate::testfix::gateway_test_main(argc, argv, "my_test"); }
-//       gtest init, the RDMA probe (exit 77 = skipped when there is none), EAL init once for the process
-//       with the lcore layout below, RUN_ALL_TESTS. Use it as the binary's main (EAL is once per process).
+//       rdma_test_main (rdma_test_main.hpp): gtest init, the RDMA probe (exit 77 = skipped when there is
+//       none), EAL init once for the process with the lcore layout below, RUN_ALL_TESTS. Use it as the
+//       binary's main (EAL is once per process). rdma_device() (rdma_test_support.hpp) is then the device.
 //
 //   GatewayOptions opts;                 // cores, message size, store config/region, ... (defaults below)
 //   std::string err;
@@ -30,13 +31,11 @@
 // Every core uses the yielding idle policy so busy pollers and the control thread share the 2 CPUs.
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
-#include <rte_cycles.h>
 
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <span>
@@ -53,18 +52,13 @@
 #include "dataplane/store/store.hpp"
 #include "dataplane/verbs_backend.hpp"
 #include "telemetry/stats.hpp"
+#include "tests/rdma/rdma_test_main.hpp"
 
 namespace rdmagate::testfix {
 
 inline constexpr std::array<unsigned, 2> kGatewayLcores{1, 3};
 inline constexpr std::array<unsigned, 2> kClientLcores{2, 4};
 inline constexpr const char* kEalLcores = "0@0,1@1,2@0,3@0,4@1";
-
-// The device named by RDMAGATE_RXE_DEV (empty: the only one); set by gateway_test_main.
-inline std::string& rdma_device() {
-  static std::string dev;
-  return dev;
-}
 
 inline std::string rxe_addr() {
   const char* v = std::getenv("RDMAGATE_RXE_ADDR");
@@ -84,36 +78,9 @@ inline dataplane::CoreConfig guest_core_config(unsigned lcore, std::uint32_t buf
   return c;
 }
 
-// gtest + RDMA probe + EAL, then every test. Returns the process exit code.
+// rdma_test_main (rdma_test_main.hpp) with the gateway's lcore layout. Returns the process exit code.
 inline int gateway_test_main(int argc, char** argv, const char* program) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
-  rdma_device() = control::device_name_from_env();
-  const control::RdmaProbe probe = control::probe_rdma(rdma_device());
-  if (!probe.ok()) {
-    if (probe.no_rdma()) {
-      std::fprintf(stderr, "*** SKIPPED %s (exit %d, not a pass): %s\n", program, control::kSkipExitCode,
-                   probe.message.c_str());
-      return control::kSkipExitCode;
-    }
-    std::fprintf(stderr, "*** FAILED %s: %s\n", program, probe.message.c_str());
-    return 1;
-  }
-  dataplane::EalOptions opts;
-  opts.program_name = program;
-  opts.lcores = kEalLcores;
-  std::string err;
-  auto eal = dataplane::EalRuntime::init(opts, &err);
-  if (!eal) {
-    std::fprintf(stderr, "*** FAILED %s: %s\n", program, err.c_str());
-    return 1;
-  }
-  std::printf("%s: device %s, eal %s (%s), tsc %llu Hz\n", program, probe.device.c_str(),
-              eal->args_line().c_str(), eal->hugepages() ? "hugepages" : "no-huge",
-              static_cast<unsigned long long>(rte_get_tsc_hz()));
-  const int rc = RUN_ALL_TESTS();
-  eal.reset();
-  return rc;
+  return rdma_test_main(argc, argv, program, kEalLcores);
 }
 
 struct GatewayOptions {

@@ -445,6 +445,11 @@ Step expect_close(Step s) {
   return s;
 }
 
+Step with_bad_rkey(Step s) {
+  s.bad_rkey = true;
+  return s;
+}
+
 // ---- the test pair ------------------------------------------------------------------------------------
 
 struct ClientSide {
@@ -767,29 +772,33 @@ TEST(ObjectService, MalformedAndFailedTransfersCloseThatConnectionNothingLeaksGa
   };
   serves("start", 1);
 
-  Step too_many = status_step(Kind::kInjectTooManyFragments, ObjectOpcode::kPut, "x", ObjectStatus::kOk);
-  EXPECT_EQ(run_script(*gw, cs, {expect_close(too_many)}, std::chrono::seconds(60), &msg, &secs), 3) << msg;
-  EXPECT_TRUE(wait_connections(*gw, *cs.engine, 0, std::chrono::seconds(30)));
-  serves("too-many-fragments", 2);
-
-  Step wrap = status_step(Kind::kInjectWrap, ObjectOpcode::kPut, "x", ObjectStatus::kOk);
-  EXPECT_EQ(run_script(*gw, cs, {expect_close(wrap)}, std::chrono::seconds(60), &msg, &secs), 3) << msg;
-  EXPECT_TRUE(wait_connections(*gw, *cs.engine, 0, std::chrono::seconds(30)));
-  serves("wrap", 3);
-
-  // A PUT whose READ fails (bad rkey): the reservation is aborted.
-  Step bad_read = put("bad-read", kMiB, 4);
-  bad_read.bad_rkey = true;
-  EXPECT_EQ(run_script(*gw, cs, {expect_close(bad_read)}, std::chrono::seconds(60), &msg, &secs), 3) << msg;
-  EXPECT_TRUE(wait_connections(*gw, *cs.engine, 0, std::chrono::seconds(30)));
-  serves("bad-read", 5);
+  // One faulty request per connection: the gateway closes it (state 3), then serves a new one.
+  struct Fault {
+    const char* what;
+    Step step;
+    std::uint32_t serves_seed;
+  };
+  const Fault faults[] = {
+      {"too-many-fragments",
+       status_step(Kind::kInjectTooManyFragments, ObjectOpcode::kPut, "x", ObjectStatus::kOk), 2},
+      {"wrap", status_step(Kind::kInjectWrap, ObjectOpcode::kPut, "x", ObjectStatus::kOk), 3},
+      // A PUT whose READ fails (bad rkey): the reservation is aborted.
+      {"bad-read", with_bad_rkey(put("bad-read", kMiB, 4)), 5},
+  };
+  for (const Fault& f : faults) {
+    EXPECT_EQ(run_script(*gw, cs, {expect_close(f.step)}, std::chrono::seconds(60), &msg, &secs), 3)
+        << f.what << ": " << msg;
+    EXPECT_TRUE(wait_connections(*gw, *cs.engine, 0, std::chrono::seconds(30))) << f.what;
+    serves(f.what, f.serves_seed);
+  }
 
   // A GET whose WRITE fails (bad rkey): the pin is dropped (the value stays; deleting it frees everything).
-  Step bad_write = get_chunk("pinned", kMiB, 6, kMiB);
-  bad_write.bad_rkey = true;
-  EXPECT_EQ(run_script(*gw, cs, {put("pinned", kMiB, 6), expect_close(bad_write)}, std::chrono::seconds(60),
-                       &msg, &secs),
-            3)
+  // Not in the table: the value is PUT first on the same connection, and what follows checks the pin.
+  EXPECT_EQ(
+      run_script(*gw, cs,
+                 {put("pinned", kMiB, 6), expect_close(with_bad_rkey(get_chunk("pinned", kMiB, 6, kMiB)))},
+                 std::chrono::seconds(60), &msg, &secs),
+      3)
       << msg;
   EXPECT_TRUE(wait_connections(*gw, *cs.engine, 0, std::chrono::seconds(30)));
   const int rc =

@@ -34,6 +34,7 @@
 #include "control/rdma_device.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/huge_buffer.hpp"
+#include "tests/rdma/rdma_test_main.hpp"
 
 namespace {
 
@@ -47,7 +48,7 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kStepTimeout = std::chrono::seconds(15);  // any single wait (event, completion, peer)
 constexpr int kResolveTimeoutMs = 5000;
 
-EalRuntime* g_eal = nullptr;
+using rdmagate::testfix::test_eal;  // the EAL main() started
 std::string g_device_name;
 
 bool in_guest() {
@@ -634,18 +635,19 @@ TEST(RdmaSmoke, RegistersHugepageBufferFromEal) {
   std::string err;
   auto dev = open_device(&err);
   ASSERT_NE(dev, nullptr) << err;
-  std::printf("smoke: eal %s, iova %s, args: %s\n", g_eal->hugepages() ? "hugepages" : "no-huge",
-              rte_eal_iova_mode() == RTE_IOVA_VA ? "va" : "pa", g_eal->args_line().c_str());
+  std::printf("smoke: eal %s, iova %s, args: %s\n", test_eal()->hugepages() ? "hugepages" : "no-huge",
+              rte_eal_iova_mode() == RTE_IOVA_VA ? "va" : "pa", test_eal()->args_line().c_str());
   if (in_guest()) {
-    ASSERT_TRUE(g_eal->hugepages()) << "the rxe guest reserves hugepages: " << g_eal->probe().reason;
+    ASSERT_TRUE(test_eal()->hugepages())
+        << "the rxe guest reserves hugepages: " << test_eal()->probe().reason;
   }
 
   HugeBuffer buf = HugeBuffer::allocate(kBufferBytes, dev->numa_node(), size_t{2} << 20, &err);
   ASSERT_TRUE(buf) << err;
   EXPECT_EQ(buf.size(), kBufferBytes);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(buf.data()) % (size_t{2} << 20), 0u);
-  EXPECT_EQ(buf.hugepage_backed(), g_eal->hugepages());
-  if (g_eal->hugepages()) {
+  EXPECT_EQ(buf.hugepage_backed(), test_eal()->hugepages());
+  if (test_eal()->hugepages()) {
     EXPECT_EQ(buf.iova(), reinterpret_cast<uintptr_t>(buf.data())) << "iova-mode=va";
   }
   std::printf("smoke: buffer %zu bytes at %p, page size %llu, socket %d\n", buf.size(), buf.data(),
@@ -772,36 +774,8 @@ TEST(RdmaSmoke, ConnectSendRecvWriteDisconnect) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
-
-  // Device first: on a machine without RDMA this prints one line and nothing from EAL or verbs.
-  g_device_name = rdmagate::control::device_name_from_env();
-  const RdmaProbe probe = rdmagate::control::probe_rdma(g_device_name);
-  if (!probe.ok()) {
-    if (probe.no_rdma()) {
-      std::fprintf(stderr, "*** SKIPPED rdma_smoke_test (exit %d, not a pass): %s\n",
-                   rdmagate::control::kSkipExitCode, probe.message.c_str());
-      return rdmagate::control::kSkipExitCode;
-    }
-    std::fprintf(stderr, "*** FAILED rdma_smoke_test: %s\n", probe.message.c_str());
-    return 1;
-  }
-
-  rdmagate::dataplane::EalOptions opts;
-  opts.program_name = "rdma_smoke_test";
-  opts.lcores = "0-1";
-  std::string err;
-  std::unique_ptr<EalRuntime> eal = EalRuntime::init(opts, &err);
-  if (!eal) {
-    std::fprintf(stderr, "*** FAILED rdma_smoke_test: %s\n", err.c_str());
-    return 1;
-  }
-  g_eal = eal.get();
-  std::printf("smoke: device %s, eal up in %.2f s (%s)\n", probe.device.c_str(), eal->init_seconds(),
-              eal->hugepages() ? "hugepages" : "no-huge");
-  const int rc = RUN_ALL_TESTS();
-  g_eal = nullptr;
-  eal.reset();  // rte_eal_cleanup
-  return rc;
+  return rdmagate::testfix::rdma_test_main(argc, argv, "rdma_smoke_test", "0-1", [](const RdmaProbe&) {
+    g_device_name = rdmagate::testfix::rdma_device();
+    return 0;
+  });
 }
