@@ -46,10 +46,7 @@ unsigned g_client_lcore = 2;
 unsigned g_server_lcore2 = 3;
 unsigned g_client_lcore2 = 4;
 
-std::string rxe_addr() {
-  const char* v = std::getenv("RDMAGATE_RXE_ADDR");
-  return v != nullptr && *v != '\0' ? v : "198.18.0.1";
-}
+using rdmagate::testfix::rxe_addr;
 
 constexpr std::uint32_t kBufSize = 1024;  // max message size: inline max = kBufSize - header
 constexpr std::uint32_t kInlineMax = kBufSize - protocol::kHeaderSize;

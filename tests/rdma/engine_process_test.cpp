@@ -32,10 +32,7 @@ using rdmagate::testfix::read_status;
 std::string g_peer;
 int g_port_base = 7400;
 
-std::string rxe_addr() {
-  const char* v = std::getenv("RDMAGATE_RXE_ADDR");
-  return v != nullptr && *v != '\0' ? v : "198.18.0.1";
-}
+using rdmagate::testfix::rxe_addr;
 
 struct Peer {
   pid_t pid = -1;

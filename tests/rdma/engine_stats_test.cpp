@@ -39,10 +39,7 @@ constexpr unsigned kClientLcore = 2;
 constexpr std::uint32_t kBufSize = 1024;
 constexpr std::uint64_t kMessages = 3000;
 
-std::string rxe_addr() {
-  const char* v = std::getenv("RDMAGATE_RXE_ADDR");
-  return v != nullptr && *v != '\0' ? v : "198.18.0.1";
-}
+using rdmagate::testfix::rxe_addr;
 
 EngineConfig engine_config(const char* name, bool passive, unsigned lcore) {
   EngineConfig e;

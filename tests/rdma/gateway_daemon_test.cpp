@@ -61,10 +61,7 @@ std::string g_self;
 int g_rdma_port = 7600;
 int g_http_port = 19464;
 
-std::string rxe_addr() {
-  const char* v = std::getenv("RDMAGATE_RXE_ADDR");
-  return v != nullptr && *v != '\0' ? v : "198.18.0.1";
-}
+using rdmagate::testfix::rxe_addr;
 
 template <typename Pred>
 bool wait_for(Pred pred, std::chrono::milliseconds timeout) {

@@ -60,11 +60,6 @@ inline constexpr std::array<unsigned, 2> kGatewayLcores{1, 3};
 inline constexpr std::array<unsigned, 2> kClientLcores{2, 4};
 inline constexpr const char* kEalLcores = "0@0,1@1,2@0,3@0,4@1";
 
-inline std::string rxe_addr() {
-  const char* v = std::getenv("RDMAGATE_RXE_ADDR");
-  return v != nullptr && *v != '\0' ? v : "198.18.0.1";
-}
-
 // A data-plane core config suitable for the 2-vCPU guest (yielding idle policy).
 inline dataplane::CoreConfig guest_core_config(unsigned lcore, std::uint32_t buf_size) {
   dataplane::CoreConfig c;

@@ -55,10 +55,7 @@ bool in_guest() {
   const char* v = std::getenv("RDMAGATE_IN_GUEST");
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
-std::string rxe_addr() {
-  const char* v = std::getenv("RDMAGATE_RXE_ADDR");
-  return v != nullptr && *v != '\0' ? v : "198.18.0.1";
-}
+using rdmagate::testfix::rxe_addr;
 uint16_t test_port() {
   const char* v = std::getenv("RDMAGATE_TEST_PORT");
   return v != nullptr ? static_cast<uint16_t>(std::atoi(v)) : 0;

@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -22,6 +23,12 @@
 namespace rdmagate::testfix {
 
 // The device named by RDMAGATE_RXE_DEV (empty: the only one); set by rdma_gate.
+// The guest's address of the rxe device (tools/rxe-vm exports RDMAGATE_RXE_ADDR).
+inline std::string rxe_addr() {
+  const char* v = std::getenv("RDMAGATE_RXE_ADDR");
+  return v != nullptr && *v != '\0' ? v : "198.18.0.1";
+}
+
 inline std::string& rdma_device() {
   static std::string dev;
   return dev;
