@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <rte_cycles.h>
+#include <rte_lcore.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
@@ -385,6 +386,9 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     telemetry::HttpOptions ho;
     ho.bind_address = cfg.telemetry.bind_address.str();
     ho.port = cfg.telemetry.port;
+    // civetweb's threads would inherit this thread's CPUs, which EAL has made the main lcore's; say so
+    // explicitly, so that serving /metrics can never land on a data-plane core's CPU.
+    ho.cpus = rte_lcore_cpuset(rte_get_main_lcore());
     std::string herr;
     g->http_ = telemetry::HttpServer::start(ho, g->collector_, *g->health_, herr);
     if (!g->http_) {

@@ -1,13 +1,15 @@
 #include "telemetry/http_server.hpp"
 
 #include <civetweb.h>
+#include <prometheus/text_serializer.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <exception>
 #include <sstream>
-
-#include <prometheus/text_serializer.h>
+#include <string_view>
 
 namespace rdmagate::telemetry {
 namespace {
@@ -33,6 +35,16 @@ std::string join_cores(const std::vector<unsigned>& cores) {
     s += std::to_string(c);
   }
   return s;
+}
+
+std::string cpu_list(const cpu_set_t& set) {
+  std::string s;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    if (!s.empty()) s += ',';
+    s += std::to_string(cpu);
+  }
+  return s.empty() ? "(none)" : s;
 }
 
 }  // namespace
@@ -95,8 +107,9 @@ HttpServer::~HttpServer() {
   if (ctx_ != nullptr) mg_stop(ctx_);  // joins the worker threads: no handler runs after this
 }
 
-std::unique_ptr<HttpServer> HttpServer::start(const HttpOptions& options, std::shared_ptr<StatsCollector> stats,
-                                              HealthState& health, std::string& error,
+std::unique_ptr<HttpServer> HttpServer::start(const HttpOptions& options,
+                                              std::shared_ptr<StatsCollector> stats, HealthState& health,
+                                              std::string& error,
                                               std::vector<std::shared_ptr<prometheus::Collectable>> extra) {
   try {
     static const unsigned kInit = mg_init_library(0);  // once per process; thread-safe via static init
@@ -106,8 +119,8 @@ std::unique_ptr<HttpServer> HttpServer::start(const HttpOptions& options, std::s
                                  : options.bind_address + ":" + std::to_string(options.port);
     // civetweb spells an IPv6 listener with a leading '+' only for dual-stack; a bracketed literal binds v6.
     const std::string threads = std::to_string(options.threads == 0 ? 1 : options.threads);
-    std::array<const char*, 7> opts = {"listening_ports", where.c_str(), "num_threads", threads.c_str(),
-                                             "enable_keep_alive", "no", nullptr};
+    std::array<const char*, 7> opts = {"listening_ports",   where.c_str(), "num_threads", threads.c_str(),
+                                       "enable_keep_alive", "no",          nullptr};
 
     std::unique_ptr<HttpServer> server(new HttpServer(std::move(stats), health, std::move(extra)));
     std::array<char, 256> text{};
@@ -116,17 +129,36 @@ std::unique_ptr<HttpServer> HttpServer::start(const HttpOptions& options, std::s
     mg_callbacks callbacks{};
     // Default logging goes to stderr in civetweb's own format; the caller prints our one-line error.
     callbacks.log_message = [](const mg_connection*, const char*) { return 1; };
+    callbacks.begin_request = &HttpServer::route;
     mg_init_data init{&callbacks, server.get(), opts.data()};
+
+    // civetweb's threads (and any they start) inherit the affinity of the thread that creates them, so this
+    // thread takes options.cpus for the duration of mg_start2. Pinning inside civetweb's init_thread callback
+    // could only fail silently, on a thread that is already serving.
+    const pthread_t self = pthread_self();
+    cpu_set_t saved;
+    if (options.cpus) {
+      int rc = pthread_getaffinity_np(self, sizeof saved, &saved);
+      if (rc == 0) rc = pthread_setaffinity_np(self, sizeof *options.cpus, &*options.cpus);
+      if (rc != 0) {
+        error = "telemetry: cannot run the http threads on CPUs " + cpu_list(*options.cpus) + ": " +
+                std::strerror(rc);
+        return nullptr;
+      }
+    }
     server->ctx_ = mg_start2(&init, &err);
+    if (options.cpus) {
+      if (const int rc = pthread_setaffinity_np(self, sizeof saved, &saved); rc != 0) {
+        error = std::string("telemetry: cannot restore the starting thread's CPUs: ") + std::strerror(rc);
+        return nullptr;  // the destructor stops civetweb
+      }
+    }
     if (server->ctx_ == nullptr) {
       error = "telemetry: cannot listen on " + where + ": " +
               (text[0] != '\0' ? std::string(text.data()) : std::string("civetweb failed to start")) +
               " (is the port in use?)";
       return nullptr;
     }
-    mg_set_request_handler(server->ctx_, "/metrics$", &HttpServer::handle_metrics, server.get());
-    mg_set_request_handler(server->ctx_, "/healthz$", &HttpServer::handle_healthz, server.get());
-    mg_set_request_handler(server->ctx_, "/readyz$", &HttpServer::handle_readyz, server.get());
     std::array<mg_server_port, 4> ports{};
     const int n = mg_get_server_ports(server->ctx_, static_cast<int>(ports.size()), ports.data());
     if (n < 1) {
@@ -141,13 +173,23 @@ std::unique_ptr<HttpServer> HttpServer::start(const HttpOptions& options, std::s
   }
 }
 
-int HttpServer::handle_metrics(mg_connection* conn, void* self) noexcept {
-  auto* s = static_cast<HttpServer*>(self);
+int HttpServer::route(mg_connection* conn) noexcept {
+  const mg_request_info* ri = mg_get_request_info(conn);
+  auto* s = static_cast<HttpServer*>(ri->user_data);
+  const std::string_view uri = ri->local_uri != nullptr ? ri->local_uri : "";
+  if (uri == "/metrics") return s->handle_metrics(conn);
+  if (uri == "/healthz") return s->handle_healthz(conn);
+  if (uri == "/readyz") return s->handle_readyz(conn);
+  return 0;  // civetweb answers 404: there is no document root
+}
+
+int HttpServer::handle_metrics(mg_connection* conn) noexcept {
   try {
-    auto families = s->stats_->Collect();
-    for (const auto& c : s->extra_) {
+    auto families = stats_->Collect();
+    for (const auto& c : extra_) {
       auto more = c->Collect();
-      families.insert(families.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+      families.insert(families.end(), std::make_move_iterator(more.begin()),
+                      std::make_move_iterator(more.end()));
     }
     std::ostringstream os;
     prometheus::TextSerializer().Serialize(os, families);
@@ -158,20 +200,18 @@ int HttpServer::handle_metrics(mg_connection* conn, void* self) noexcept {
   return 200;
 }
 
-int HttpServer::handle_healthz(mg_connection* conn, void* self) noexcept {
-  auto* s = static_cast<HttpServer*>(self);
+int HttpServer::handle_healthz(mg_connection* conn) noexcept {
   try {
-    send_verdict(conn, s->health_.check_live(HealthState::Clock::now()));
+    send_verdict(conn, health_.check_live(HealthState::Clock::now()));
   } catch (const std::exception& e) {
     send(conn, 500, "Internal Server Error", "text/plain; charset=utf-8", std::string(e.what()) + "\n");
   }
   return 200;
 }
 
-int HttpServer::handle_readyz(mg_connection* conn, void* self) noexcept {
-  auto* s = static_cast<HttpServer*>(self);
+int HttpServer::handle_readyz(mg_connection* conn) noexcept {
   try {
-    send_verdict(conn, s->health_.check_ready(HealthState::Clock::now()));
+    send_verdict(conn, health_.check_ready(HealthState::Clock::now()));
   } catch (const std::exception& e) {
     send(conn, 500, "Internal Server Error", "text/plain; charset=utf-8", std::string(e.what()) + "\n");
   }

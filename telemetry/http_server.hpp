@@ -4,20 +4,26 @@
 // Why civetweb directly and not prometheus::Exposer: Exposer keeps its CivetServer private and its
 // RegisterCollectable endpoints always answer 200 with exposition text, so /healthz and /readyz could not
 // return 503. The only other hook, CivetCallbacks::begin_request, carries no user pointer (the context's
-// user data is Exposer's own CivetServer), which would force global state. One mg_context with three
-// request handlers serves all endpoints on the caller's single address, uses the same civetweb library
-// prometheus-cpp-pull already links, serialises /metrics with prometheus::TextSerializer, and reports a
-// busy port as an error string instead of a CivetException.
+// user data is Exposer's own CivetServer), which would force global state. One mg_context of our own serves
+// all endpoints on the caller's single address, uses the same civetweb library prometheus-cpp-pull already
+// links, serialises /metrics with prometheus::TextSerializer, and reports a busy port as an error string
+// instead of a CivetException.
+//
+// Its routes are its begin_request callback (the context's user data is this server), not
+// mg_set_request_handler: callbacks are part of the context before it listens, while handlers can only be
+// added to a context that is already serving, and a probe that came in between got 404.
+
+#include <prometheus/collectable.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
-
-#include <prometheus/collectable.h>
 
 #include "telemetry/collector.hpp"
 
@@ -59,7 +65,8 @@ class HealthState {
     Clock::time_point changed{};
   };
   // Updates the samples and returns the cores whose counter stood still longer than the threshold.
-  std::vector<unsigned> stale_cores(Clock::time_point now, std::vector<StatsCollector::CoreProgress>& progress);
+  std::vector<unsigned> stale_cores(Clock::time_point now,
+                                    std::vector<StatsCollector::CoreProgress>& progress);
 
   const StatsCollector& stats_;
   std::atomic<std::chrono::nanoseconds::rep> threshold_ns_;
@@ -73,6 +80,9 @@ struct HttpOptions {
   std::string bind_address = "127.0.0.1";  // IPv4 literal, or IPv6 literal without brackets
   std::uint16_t port = 0;                  // 0: any free port (see HttpServer::port())
   unsigned threads = 2;
+  // CPUs for civetweb's threads; unset: the starting thread's. The daemon passes the main lcore's set so
+  // that serving a scrape never takes time from a data-plane core's CPU.
+  std::optional<cpu_set_t> cpus;
 };
 
 class HttpServer {
@@ -92,9 +102,10 @@ class HttpServer {
  private:
   HttpServer(std::shared_ptr<StatsCollector> stats, HealthState& health,
              std::vector<std::shared_ptr<prometheus::Collectable>> extra);
-  static int handle_metrics(mg_connection* conn, void* self) noexcept;
-  static int handle_healthz(mg_connection* conn, void* self) noexcept;
-  static int handle_readyz(mg_connection* conn, void* self) noexcept;
+  static int route(mg_connection* conn) noexcept;
+  int handle_metrics(mg_connection* conn) noexcept;
+  int handle_healthz(mg_connection* conn) noexcept;
+  int handle_readyz(mg_connection* conn) noexcept;
 
   std::shared_ptr<StatsCollector> stats_;
   HealthState& health_;

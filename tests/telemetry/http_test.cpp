@@ -1,14 +1,21 @@
-#include <gtest/gtest.h>
-
 #include <arpa/inet.h>
+#include <civetweb.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iterator>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "exposition_util.hpp"
 #include "telemetry/http_server.hpp"
@@ -121,7 +128,7 @@ TEST(HealthState, ReadinessListsEveryMissingInput) {
 TEST(HttpServer, ServesMetricsHealthzReadyz) {
   Fixture f;
   std::string error;
-  auto server = HttpServer::start(HttpOptions{"127.0.0.1", 0, 2}, f.stats, f.health, error);
+  auto server = HttpServer::start(HttpOptions{"127.0.0.1", 0, 2, {}}, f.stats, f.health, error);
   ASSERT_NE(server, nullptr) << error;
   ASSERT_NE(server->port(), 0);
 
@@ -154,6 +161,132 @@ TEST(HttpServer, ServesMetricsHealthzReadyz) {
   EXPECT_NE(r.body.find("live"), std::string::npos);
 
   EXPECT_EQ(http_get(server->port(), "/nope").status, 404);
+}
+
+// A free loopback port, for a test that must know the port before the server opens it.
+std::uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  return ok ? ntohs(addr.sin_port) : 0;
+}
+
+// When set, civetweb's mg_start2 does not return (its listener is accepting and serving by then) until the
+// flag turns true or 10 s pass, so a test can probe the server while HttpServer::start is still running. The
+// test executable's definition wins over libcivetweb's for calls from the statically linked telemetry
+// library; RTLD_NEXT finds the real one.
+std::atomic<std::atomic<bool>*> g_start2_hold_until{nullptr};
+
+}  // namespace
+}  // namespace rdmagate::telemetry
+
+extern "C" mg_context* mg_start2(mg_init_data* init, mg_error_data* error) {
+  using Start2 = mg_context* (*)(mg_init_data*, mg_error_data*);
+  static const auto real = reinterpret_cast<Start2>(::dlsym(RTLD_NEXT, "mg_start2"));
+  if (real == nullptr) std::abort();  // not linked against a shared civetweb: the wrapper cannot work
+  mg_context* ctx = real(init, error);
+  if (const std::atomic<bool>* until = rdmagate::telemetry::g_start2_hold_until.load()) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!until->load() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return ctx;
+}
+
+namespace rdmagate::telemetry {
+namespace {
+
+// A probe that reaches the server before start() returns must be routed: 200 or 503, never the 404 of an
+// unknown path. The routes used to be added after civetweb was already serving, so an early /readyz or
+// /healthz could get 404.
+TEST(HttpServer, ProbeDuringStartIsRouted) {
+  Fixture f;
+  const std::uint16_t port = free_port();
+  ASSERT_NE(port, 0);
+  std::atomic<bool> answered{false};
+  Response health, ready;
+  std::thread prober([&] {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (health.status == 0 && std::chrono::steady_clock::now() < deadline) {
+      health = http_get(port, "/healthz");
+      if (health.status == 0) std::this_thread::sleep_for(1ms);
+    }
+    ready = http_get(port, "/readyz");
+    answered = true;
+  });
+  g_start2_hold_until = &answered;
+  std::string error;
+  auto server = HttpServer::start(HttpOptions{"127.0.0.1", port, 2, {}}, f.stats, f.health, error);
+  g_start2_hold_until = nullptr;
+  // Both answers came while start() was held, or the race this test sets up did not happen.
+  EXPECT_TRUE(answered.load());
+  prober.join();
+  ASSERT_NE(server, nullptr) << error;
+  EXPECT_EQ(health.status, 200) << health.body;
+  EXPECT_EQ(ready.status, 503) << ready.body;
+  EXPECT_NE(ready.body.find("not ready: listeners not up"), std::string::npos) << ready.body;
+}
+
+std::vector<pid_t> thread_ids() {
+  std::vector<pid_t> ids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task"))
+    ids.push_back(static_cast<pid_t>(std::stoi(e.path().filename().string())));
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+// The daemon puts civetweb's threads on the main lcore's CPUs (HttpOptions::cpus) so that a scrape never
+// runs on a data-plane core's CPU; the starting thread keeps its own CPUs.
+TEST(HttpServer, ThreadsRunOnTheGivenCpus) {
+  cpu_set_t mine;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof mine, &mine), 0);
+  if (CPU_COUNT(&mine) < 2) GTEST_SKIP() << "needs 2 CPUs to tell a pinned thread from an inherited one";
+  int last = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &mine)) last = cpu;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(last, &one);
+
+  Fixture f;
+  const auto before = thread_ids();
+  std::string error;
+  auto server = HttpServer::start(HttpOptions{"127.0.0.1", 0, 2, one}, f.stats, f.health, error);
+  ASSERT_NE(server, nullptr) << error;
+  std::vector<pid_t> started;
+  const auto after = thread_ids();
+  std::set_difference(after.begin(), after.end(), before.begin(), before.end(), std::back_inserter(started));
+  EXPECT_GE(started.size(), 3u) << "a master and 2 workers";
+  for (const pid_t tid : started) {
+    cpu_set_t got;
+    ASSERT_EQ(::sched_getaffinity(tid, sizeof got, &got), 0) << tid;
+    EXPECT_TRUE(CPU_EQUAL(&got, &one)) << "thread " << tid << " may run on " << CPU_COUNT(&got) << " CPUs";
+  }
+  cpu_set_t now;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof now, &now), 0);
+  EXPECT_TRUE(CPU_EQUAL(&now, &mine)) << "the starting thread's CPUs were not restored";
+  EXPECT_EQ(http_get(server->port(), "/healthz").status, 200);
+}
+
+TEST(HttpServer, CpusItCannotUseAreAClearError) {
+  cpu_set_t mine;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof mine, &mine), 0);
+  cpu_set_t none;
+  CPU_ZERO(&none);
+  Fixture f;
+  std::string error;
+  auto server = HttpServer::start(HttpOptions{"127.0.0.1", 0, 1, none}, f.stats, f.health, error);
+  EXPECT_EQ(server, nullptr);
+  EXPECT_NE(error.find("cannot run the http threads on CPUs (none)"), std::string::npos) << error;
+  cpu_set_t now;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof now, &now), 0);
+  EXPECT_TRUE(CPU_EQUAL(&now, &mine));
 }
 
 TEST(HttpServer, HealthzTurns503WhenACoreStalls) {
@@ -203,7 +336,8 @@ TEST(HttpServer, BusyPortIsAClearError) {
   Fixture f;
   std::string error;
   std::unique_ptr<HttpServer> server;
-  EXPECT_NO_THROW(server = HttpServer::start(HttpOptions{"127.0.0.1", busy, 1}, f.stats, f.health, error));
+  EXPECT_NO_THROW(server =
+                      HttpServer::start(HttpOptions{"127.0.0.1", busy, 1, {}}, f.stats, f.health, error));
   EXPECT_EQ(server, nullptr);
   EXPECT_NE(error.find("cannot listen on 127.0.0.1:" + std::to_string(busy)), std::string::npos) << error;
   ::close(fd);
@@ -212,7 +346,7 @@ TEST(HttpServer, BusyPortIsAClearError) {
 TEST(HttpServer, BadAddressIsAClearError) {
   Fixture f;
   std::string error;
-  auto server = HttpServer::start(HttpOptions{"not-an-address", 0, 1}, f.stats, f.health, error);
+  auto server = HttpServer::start(HttpOptions{"not-an-address", 0, 1, {}}, f.stats, f.health, error);
   EXPECT_EQ(server, nullptr);
   EXPECT_NE(error.find("cannot listen on not-an-address:0"), std::string::npos) << error;
 }
