@@ -166,9 +166,17 @@ class ClientImpl {
 
   void control_main();
   void publish_st();
-  // The keys of a registration covering [p, p + len) (writable: GET destinations): the pool's, a cached one,
-  // or a new one. kOk or kRegistration.
+  // The pool's keys if [p, p + len) lies in the pool (lock-free: the pool MR lives as long as the client).
+  bool pool_keys(std::uintptr_t a, std::size_t len, std::uint32_t* lkey, std::uint32_t* rkey) const noexcept;
+  // The shared cache's entry covering [a, a + len) (writable if asked), or nullptr. Under reg_mu_.
+  const RegEntry* find_locked(std::uintptr_t a, std::size_t len, bool writable, std::uintptr_t* start) const;
+  // On a caller thread: the keys of a registration covering [p, p + len) (writable: GET destinations): the
+  // pool's, a cached one, or a new one. kOk or kRegistration.
   Status keys_for(const void* p, std::size_t len, bool writable, std::uint32_t* lkey, std::uint32_t* rkey);
+  // On core `svc` (a callback that submits): the same keys without a syscall, and without a lock except
+  // once per buffer per core. kOk or kRegistration (never registers).
+  Status core_keys_for(ObjectClientService& svc, const void* p, std::size_t len, bool writable,
+                       std::uint32_t* lkey, std::uint32_t* rkey) noexcept;
 
   ClientConfig cfg_;
   const std::uint64_t id_;
@@ -207,11 +215,15 @@ class ClientImpl {
   std::map<std::size_t, std::size_t> pool_free_;            // offset -> bytes
   std::unordered_map<std::size_t, std::size_t> pool_used_;  // offset -> bytes
 
-  // Registration cache: page-range keyed, caller threads only (the cores never touch it).
+  // Registration cache: page-range keyed. Caller threads look up and insert here (registering outside the
+  // lock); a core only copies an entry out (once per buffer per core) into its CoreRegCache.
   std::mutex reg_mu_;
   std::multimap<std::uintptr_t, RegEntry> reg_;
   std::uintptr_t reg_max_len_ = 0;
   std::uintptr_t page_ = 4096;
+  // Bumped (under reg_mu_) before release_buffer deregisters anything: a core's cache filled under an older
+  // value empties itself before its next lookup.
+  std::atomic<std::uint64_t> reg_gen_{0};
 
   std::atomic<std::uint64_t> submitted_{0}, busy_{0}, registrations_{0}, cache_hits_{0};
   std::atomic<unsigned> next_core_{0};
@@ -470,39 +482,68 @@ void ClientImpl::free_buffer(std::span<std::byte> buffer) {
 
 void ClientImpl::release_buffer(const void* data) {
   const auto a = reinterpret_cast<std::uintptr_t>(data);
-  std::lock_guard<std::mutex> lock(reg_mu_);
-  for (auto it = reg_.begin(); it != reg_.end();) {
-    if (it->first <= a && a < it->second.end) {
-      ibv_dereg_mr(it->second.mr);
-      it = reg_.erase(it);
-    } else {
-      ++it;
+  std::vector<ibv_mr*> dead;
+  {
+    std::lock_guard<std::mutex> lock(reg_mu_);
+    for (auto it = reg_.begin(); it != reg_.end();) {
+      if (it->first <= a && a < it->second.end) {
+        // The generation moves before any MR goes: from here on a core's lookup empties its cache first, and
+        // a core copying from reg_ no longer finds the entry. A core still using the old keys can only be one
+        // racing this call with a request on the buffer, which the API forbids (release only what no request
+        // in flight uses).
+        if (dead.empty()) reg_gen_.fetch_add(1, std::memory_order_release);
+        dead.push_back(it->second.mr);
+        it = reg_.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
+  // Outside reg_mu_ (a syscall; a core may be waiting for the lock), after the generation moved.
+  for (ibv_mr* mr : dead) ibv_dereg_mr(mr);
 }
 
-Status ClientImpl::keys_for(const void* p, std::size_t len, bool writable, std::uint32_t* lkey,
-                            std::uint32_t* rkey) {
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  if (pool_ && p >= pool_.data() && len <= pool_.size() &&
-      a - reinterpret_cast<std::uintptr_t>(pool_.data()) <= pool_.size() - len) {
-    *lkey = pool_mr_->lkey;
-    *rkey = pool_mr_->rkey;
-    return Status::kOk;
-  }
-  if (a + len < a) return Status::kRegistration;
-  std::lock_guard<std::mutex> lock(reg_mu_);
+bool ClientImpl::pool_keys(std::uintptr_t a, std::size_t len, std::uint32_t* lkey,
+                           std::uint32_t* rkey) const noexcept {
+  const auto base = reinterpret_cast<std::uintptr_t>(pool_.data());
+  if (!pool_ || a < base || len > pool_.size() || a - base > pool_.size() - len) return false;
+  *lkey = pool_mr_->lkey;
+  *rkey = pool_mr_->rkey;
+  return true;
+}
+
+const ClientImpl::RegEntry* ClientImpl::find_locked(std::uintptr_t a, std::size_t len, bool writable,
+                                                    std::uintptr_t* start) const {
   // Entries start at or below a; a covering one starts no further back than the longest entry.
   for (auto it = reg_.upper_bound(a); it != reg_.begin();) {
     --it;
     if (a - it->first > reg_max_len_) break;
     if (it->second.end >= a + len && (it->second.writable || !writable)) {
+      *start = it->first;
+      return &it->second;
+    }
+  }
+  return nullptr;
+}
+
+Status ClientImpl::keys_for(const void* p, std::size_t len, bool writable, std::uint32_t* lkey,
+                            std::uint32_t* rkey) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  if (pool_keys(a, len, lkey, rkey)) return Status::kOk;
+  if (a + len < a) return Status::kRegistration;
+  {
+    std::lock_guard<std::mutex> lock(reg_mu_);
+    std::uintptr_t found_start = 0;
+    if (const RegEntry* e = find_locked(a, len, writable, &found_start)) {
       cache_hits_.fetch_add(1, std::memory_order_relaxed);
-      *lkey = it->second.mr->lkey;
-      *rkey = it->second.mr->rkey;
+      *lkey = e->mr->lkey;
+      *rkey = e->mr->rkey;
       return Status::kOk;
     }
   }
+  // Registered outside reg_mu_: ibv_reg_mr pins pages (milliseconds for a large buffer), and a core copying
+  // an entry into its cache waits for reg_mu_. Two threads registering the same range at once both insert;
+  // either entry is valid, and release_buffer drops both.
   const std::uintptr_t start = a / page_ * page_;
   const std::uintptr_t end = (a + len + page_ - 1) / page_ * page_;
   ibv_mr* mr = ibv_reg_mr(engine_->pd(), reinterpret_cast<void*>(start), end - start,
@@ -515,10 +556,48 @@ Status ClientImpl::keys_for(const void* p, std::size_t len, bool writable, std::
   }
   if (mr == nullptr) return Status::kRegistration;
   registrations_.fetch_add(1, std::memory_order_relaxed);
-  reg_.emplace(start, RegEntry{end, mr, w});
-  reg_max_len_ = std::max(reg_max_len_, end - start);
+  {
+    std::lock_guard<std::mutex> lock(reg_mu_);
+    reg_.emplace(start, RegEntry{end, mr, w});
+    reg_max_len_ = std::max(reg_max_len_, end - start);
+  }
   *lkey = mr->lkey;
   *rkey = mr->rkey;
+  return Status::kOk;
+}
+
+Status ClientImpl::core_keys_for(ObjectClientService& svc, const void* p, std::size_t len, bool writable,
+                                 std::uint32_t* lkey, std::uint32_t* rkey) noexcept {
+  using Outcome = CoreRegCache::Outcome;
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  if (pool_keys(a, len, lkey, rkey)) return Status::kOk;
+  if (a + len < a) return Status::kRegistration;
+  CoreRegCache& cache = svc.reg_cache_st();
+  cache.sync(reg_gen_.load(std::memory_order_acquire));
+  if (const CoreRegCache::Entry* e = cache.find(a, len, writable)) {
+    svc.count_reg_st(Outcome::kHit);
+    *lkey = e->lkey;
+    *rkey = e->rkey;
+    return Status::kOk;
+  }
+  // First use of this buffer on this core: copy the entry a caller thread made. The only lock a core takes
+  // for keys: rare (once per buffer per core, again only after an eviction or a release_buffer) and short
+  // (no verbs call is ever made under reg_mu_, only map lookups, inserts and erases). Not a try_lock that
+  // fails with kBusy: a callback has no way to retry later, and the first round of a callback-driven load
+  // (rdmagate-bench) meets caller threads registering. The core never registers: a miss is kRegistration.
+  std::lock_guard<std::mutex> lock(reg_mu_);
+  std::uintptr_t start = 0;
+  const RegEntry* e = find_locked(a, len, writable, &start);
+  if (e == nullptr) {
+    svc.count_reg_st(Outcome::kUnregistered);
+    return Status::kRegistration;
+  }
+  // The generation cannot move while we hold reg_mu_: the copy is filed under the one it belongs to.
+  cache.sync(reg_gen_.load(std::memory_order_relaxed));
+  cache.insert(a, CoreRegCache::Entry{start, e->end, e->mr->lkey, e->mr->rkey, e->writable});
+  svc.count_reg_st(Outcome::kFill);
+  *lkey = e->mr->lkey;
+  *rkey = e->mr->rkey;
   return Status::kOk;
 }
 
@@ -529,9 +608,13 @@ Status ClientImpl::submit(ReqOp op, std::string_view key, void* buf, std::size_t
   const std::uint32_t msg = min_message_.load(std::memory_order_acquire);
   const bool chunk = (op == ReqOp::kPut && size > protocol::max_inline_put_value(msg, key.size())) ||
                      (op == ReqOp::kGet && size > protocol::max_inline_get_value(msg));
+  // A callback on one of our cores: its keys come from the core's cache, and the descriptor skips the ring.
+  ObjectClientService* const core = ObjectClientService::current(id_);
   std::uint32_t lkey = 0, rkey = 0;
   if (chunk) {
-    const Status st = keys_for(buf, size, op == ReqOp::kGet, &lkey, &rkey);
+    const bool writable = op == ReqOp::kGet;
+    const Status st = core != nullptr ? core_keys_for(*core, buf, size, writable, &lkey, &rkey)
+                                      : keys_for(buf, size, writable, &lkey, &rkey);
     if (st != Status::kOk) return st;
   }
   void* slot = nullptr;
@@ -553,8 +636,8 @@ Status ClientImpl::submit(ReqOp op, std::string_view key, void* buf, std::size_t
   d->arg = arg;
   d->submit_tsc = rte_rdtsc();
   submitted_.fetch_add(1, std::memory_order_relaxed);
-  if (ObjectClientService* s = ObjectClientService::current(id_)) {
-    s->submit_direct_st(d);  // a callback on one of our cores: no ring
+  if (core != nullptr) {
+    core->submit_direct_st(d);
     return Status::kOk;
   }
   if (tl_core.client_id != id_) {
@@ -623,12 +706,16 @@ ClientStats ClientImpl::stats() const {
     s.answered += c.answered.load(std::memory_order_relaxed);
     s.queue_us_total += c.queue_tsc.load(std::memory_order_relaxed) * 1'000'000 / tsc_hz_;
     s.answer_us_total += c.answer_tsc.load(std::memory_order_relaxed) * 1'000'000 / tsc_hz_;
+    s.core_registration_hits += c.reg_core_hits.load(std::memory_order_relaxed);
+    s.core_registration_fills += c.reg_core_fills.load(std::memory_order_relaxed);
+    s.core_registration_unregistered += c.reg_core_unregistered.load(std::memory_order_relaxed);
   }
   // Read after the completions: submitted >= completed in every snapshot.
   s.submitted = submitted_.load(std::memory_order_acquire);
   s.busy = busy_.load(std::memory_order_relaxed);
   s.registrations = registrations_.load(std::memory_order_relaxed);
-  s.registration_cache_hits = cache_hits_.load(std::memory_order_relaxed);
+  s.registration_cache_hits =
+      cache_hits_.load(std::memory_order_relaxed) + s.core_registration_hits + s.core_registration_fills;
   s.reconnects = reconnects_.load(std::memory_order_relaxed);
   s.connections_up = connections_up_.load(std::memory_order_acquire);
   return s;

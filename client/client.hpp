@@ -16,7 +16,9 @@
 //
 // Buffers: alloc_buffer() carves from the client's hugepage pool, registered once. Any other buffer is
 // registered on first use and cached (by page range) until release_buffer() or the client's end. Caller
-// memory must stay valid and untouched until the request's callback has run.
+// memory must stay valid and untouched until the request's callback has run. A callback never registers:
+// non-pool memory it uses for a chunked request must have been used from a caller thread first (else
+// kRegistration).
 //
 // Keys: see docs/client.md "Key scope" for which remote keys are exposed, when, and what remains to do.
 //
@@ -49,7 +51,8 @@ enum class Status : std::uint32_t {
   kUnavailable,     // no connection to the key's gateway came up within request_timeout
   kTimeout,         // no answer within request_timeout (the connection is closed and reconnected)
   kBusy,            // the submission ring or the request table is full; retry later
-  kRegistration,    // the caller's buffer could not be registered (ibv_reg_mr failed)
+  kRegistration,    // the caller's buffer could not be registered (ibv_reg_mr failed; or, from a callback,
+                    // the buffer was never used from a caller thread: see docs/client.md "Key scope")
   kShutdown,        // the client is shutting down
   kProtocol,        // the gateway answered with something this client does not understand
 };
@@ -105,6 +108,10 @@ struct ClientStats {
   // send to answer (wire, gateway). Divide by sent / answered.
   std::uint64_t sent = 0, answered = 0;
   std::uint64_t queue_us_total = 0, answer_us_total = 0;
+  // Chunked requests with non-pool memory submitted by callbacks (docs/client.md "Key scope"): keys found in
+  // the core's own cache (no lock), copied from the shared cache (its lock, once per buffer per core),
+  // refused kRegistration (never used from a caller thread). registration_cache_hits includes the first two.
+  std::uint64_t core_registration_hits = 0, core_registration_fills = 0, core_registration_unregistered = 0;
 };
 
 class ClientImpl;

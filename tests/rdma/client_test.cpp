@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -555,6 +556,261 @@ TEST_F(ClientTest, DestructionCompletesEverything) {
   // The store still holds "bye" (plus nothing pinned): remove it through a fresh client.
   ASSERT_NO_FATAL_FAILURE(start_client(client_config(1)));
   EXPECT_EQ(cl_->del("bye").status, Status::kOk);
+}
+
+// ---- callbacks that submit chunked requests with caller memory (docs/client.md "Key scope") ----------
+
+constexpr std::size_t kCoreValue = 64u << 10;  // well above the inline sizes of a 4 KiB message
+
+// Page-aligned memory outside the client's pool: each buffer gets a registration of its own.
+struct PageBuf {
+  std::unique_ptr<std::uint8_t, decltype(&std::free)> p;
+  explicit PageBuf(std::size_t bytes)
+      : p(static_cast<std::uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)), &std::free) {}
+  std::uint8_t* data() const { return p.get(); }
+};
+
+// PUT the value (seed k); on the core: GET it into dst; on the core: verify, refill the value (seed k + 1),
+// PUT; and so on for `rounds` rounds. Every request after the first is submitted by a callback.
+struct Chain {
+  Client* cl = nullptr;
+  std::string key;
+  std::uint8_t* val = nullptr;
+  std::uint8_t* dst = nullptr;
+  std::size_t n = 0;
+  int rounds = 0;
+  int round = 0;                     // the core's only (published by `done`)
+  std::atomic<int> core_submits{0};  // chunked requests the callbacks submitted
+  std::atomic<int> mismatches{0};
+  std::atomic<std::uint32_t> failed{0};  // 1 + the first status that was not kOk (answer or submit)
+  std::atomic<bool> done{false};
+};
+void chain_get_done(void* a, const Result& r);
+void chain_fail(Chain& c, Status st) {
+  c.failed.store(static_cast<std::uint32_t>(st) + 1);
+  c.done.store(true, std::memory_order_release);
+}
+void chain_put_done(void* a, const Result& r) {
+  auto& c = *static_cast<Chain*>(a);
+  if (r.status != Status::kOk) return chain_fail(c, r.status);
+  std::memset(c.dst, 0, c.n);
+  const Status st = c.cl->get_async(c.key, c.dst, c.n, chain_get_done, &c);
+  if (st != Status::kOk) return chain_fail(c, st);
+  c.core_submits.fetch_add(1);
+}
+void chain_get_done(void* a, const Result& r) {
+  auto& c = *static_cast<Chain*>(a);
+  if (r.status != Status::kOk) return chain_fail(c, r.status);
+  if (r.size != c.n || first_mismatch(c.dst, c.n, static_cast<std::uint64_t>(c.round)) != c.n) {
+    c.mismatches.fetch_add(1);
+  }
+  if (++c.round == c.rounds) {
+    c.done.store(true, std::memory_order_release);
+    return;
+  }
+  fill(c.val, c.n, static_cast<std::uint64_t>(c.round));
+  const Status st = c.cl->put_async(c.key, c.val, c.n, chain_put_done, &c);
+  if (st != Status::kOk) return chain_fail(c, st);
+  c.core_submits.fetch_add(1);
+}
+
+// A callback reissues chunked PUTs and GETs with heap memory the test thread used first: every round
+// verifies, the core registers nothing, and after one copy per buffer its keys come from its own cache.
+TEST_F(ClientTest, CallbackReissuesChunkedWithCallerMemory) {
+  ASSERT_NO_FATAL_FAILURE(start_client(client_config(1)));
+  ASSERT_GT(kCoreValue, cl_->max_inline_put(5));
+  ASSERT_GT(kCoreValue, cl_->max_inline_get());
+  PageBuf val(kCoreValue), dst(kCoreValue);
+  ASSERT_TRUE(val.data() != nullptr && dst.data() != nullptr);
+  // First use from this thread: the caller side registers both buffers.
+  fill(val.data(), kCoreValue, 0);
+  ASSERT_EQ(cl_->put("chain", val.data(), kCoreValue).status, Status::kOk);
+  ASSERT_EQ(cl_->get("chain", dst.data(), kCoreValue).status, Status::kOk);
+  const client::ClientStats s0 = cl_->stats();
+  EXPECT_EQ(s0.registrations, 2u);
+  constexpr int kRounds = 24;
+  Chain c;
+  c.cl = cl_.get();
+  c.key = "chain";
+  c.val = val.data();
+  c.dst = dst.data();
+  c.n = kCoreValue;
+  c.rounds = kRounds;
+  ASSERT_EQ(cl_->put_async("chain", val.data(), kCoreValue, chain_put_done, &c), Status::kOk);
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (!c.done.load(std::memory_order_acquire) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(c.done.load(std::memory_order_acquire)) << "chain stuck at round " << c.core_submits.load();
+  EXPECT_EQ(c.failed.load(), 0u) << client::status_name(static_cast<Status>(c.failed.load() - 1));
+  EXPECT_EQ(c.round, kRounds);
+  EXPECT_EQ(c.mismatches.load(), 0);
+  EXPECT_EQ(c.core_submits.load(), 2 * kRounds - 1);
+  const client::ClientStats s1 = cl_->stats();
+  std::printf("core keys: %d rounds, registrations %llu -> %llu, core hits %llu, core fills %llu\n", kRounds,
+              static_cast<unsigned long long>(s0.registrations),
+              static_cast<unsigned long long>(s1.registrations),
+              static_cast<unsigned long long>(s1.core_registration_hits),
+              static_cast<unsigned long long>(s1.core_registration_fills));
+  EXPECT_EQ(s1.registrations, s0.registrations) << "a core registered memory";
+  EXPECT_EQ(s1.core_registration_fills, 2u) << "one copy per buffer on the one core";
+  EXPECT_EQ(s1.core_registration_hits, static_cast<std::uint64_t>(2 * kRounds - 3));
+  EXPECT_EQ(s1.core_registration_unregistered, 0u);
+  // The first PUT (this thread) and every core submit found existing keys.
+  EXPECT_EQ(s1.registration_cache_hits - s0.registration_cache_hits, static_cast<std::uint64_t>(2 * kRounds));
+  EXPECT_EQ(s1.chunked_puts - s0.chunked_puts, static_cast<std::uint64_t>(kRounds));
+  EXPECT_EQ(s1.chunked_gets - s0.chunked_gets, static_cast<std::uint64_t>(kRounds));
+  EXPECT_EQ(cl_->del("chain").status, Status::kOk);
+}
+
+// One chunked request submitted by a callback (core context): the callback of an inline DELETE of a missing
+// key submits it.
+struct FromCore {
+  Client* cl = nullptr;
+  bool get = false;
+  std::string key;
+  void* buf = nullptr;
+  std::size_t n = 0;
+  std::atomic<std::uint32_t> submitted{0};  // what the core's *_async returned
+  std::atomic<bool> triggered{false};
+  std::atomic<int> calls{0};  // callbacks of the request itself
+  std::atomic<std::uint32_t> result{0};
+};
+void from_core_done(void* a, const Result& r) {
+  auto& x = *static_cast<FromCore*>(a);
+  x.result.store(static_cast<std::uint32_t>(r.status));
+  x.calls.fetch_add(1, std::memory_order_release);
+}
+void from_core_trigger(void* a, const Result&) {
+  auto& x = *static_cast<FromCore*>(a);
+  const Status st = x.get ? x.cl->get_async(x.key, x.buf, x.n, from_core_done, &x)
+                          : x.cl->put_async(x.key, x.buf, x.n, from_core_done, &x);
+  x.submitted.store(static_cast<std::uint32_t>(st));
+  x.triggered.store(true, std::memory_order_release);
+}
+struct CoreOutcome {
+  Status submitted = Status::kProtocol;  // kProtocol: the trigger never ran
+  int calls = -1;
+  Status result = Status::kProtocol;
+};
+CoreOutcome submit_from_core(Client& cl, bool get, const std::string& key, void* buf, std::size_t n) {
+  // On the heap and leaked if a deadline passes: a late callback must not write into a dead frame.
+  auto* x = new FromCore;
+  x->cl = &cl;
+  x->get = get;
+  x->key = key;
+  x->buf = buf;
+  x->n = n;
+  CoreOutcome out;
+  if (cl.del_async("from-core-trigger", from_core_trigger, x) != Status::kOk) {
+    ADD_FAILURE() << "trigger refused";
+    delete x;
+    return out;
+  }
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!x->triggered.load(std::memory_order_acquire) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (!x->triggered.load(std::memory_order_acquire)) {
+    ADD_FAILURE() << "trigger never completed";
+    return out;
+  }
+  out.submitted = static_cast<Status>(x->submitted.load());
+  if (out.submitted == Status::kOk) {
+    deadline = Clock::now() + std::chrono::seconds(60);
+    while (x->calls.load(std::memory_order_acquire) == 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    if (x->calls.load(std::memory_order_acquire) == 0) {
+      ADD_FAILURE() << "request submitted from the core never completed";
+      return out;
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a callback that must not come (or a second)
+  out.calls = x->calls.load(std::memory_order_acquire);
+  out.result = static_cast<Status>(x->result.load());
+  delete x;
+  return out;
+}
+
+// A callback never registers: memory no caller thread used is refused kRegistration (returned, no callback,
+// no ibv_reg_mr on the core). Once the test thread used it, the same submit from a callback works.
+TEST_F(ClientTest, CallbackWithNeverRegisteredMemoryIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(start_client(client_config(1)));
+  PageBuf fresh(kCoreValue);
+  ASSERT_NE(fresh.data(), nullptr);
+  fill(fresh.data(), kCoreValue, 7);
+  const client::ClientStats s0 = cl_->stats();
+  const CoreOutcome put = submit_from_core(*cl_, false, "never", fresh.data(), kCoreValue);
+  EXPECT_EQ(put.submitted, Status::kRegistration) << client::status_name(put.submitted);
+  EXPECT_EQ(put.calls, 0);
+  const CoreOutcome get = submit_from_core(*cl_, true, "never", fresh.data(), kCoreValue);
+  EXPECT_EQ(get.submitted, Status::kRegistration) << client::status_name(get.submitted);
+  EXPECT_EQ(get.calls, 0);
+  const client::ClientStats s1 = cl_->stats();
+  EXPECT_EQ(s1.registrations, s0.registrations) << "a core registered memory";
+  EXPECT_EQ(s1.core_registration_unregistered, 2u);
+  EXPECT_EQ(s1.core_registration_fills, 0u);
+  EXPECT_EQ(s1.core_registration_hits, 0u);
+  // Used once from this thread (registered there), the buffer then works from a callback.
+  ASSERT_EQ(cl_->put("never", fresh.data(), kCoreValue).status, Status::kOk);
+  EXPECT_EQ(cl_->stats().registrations, s0.registrations + 1);
+  std::memset(fresh.data(), 0, kCoreValue);
+  const CoreOutcome again = submit_from_core(*cl_, true, "never", fresh.data(), kCoreValue);
+  EXPECT_EQ(again.submitted, Status::kOk) << client::status_name(again.submitted);
+  EXPECT_EQ(again.calls, 1);
+  EXPECT_EQ(again.result, Status::kOk) << client::status_name(again.result);
+  EXPECT_EQ(first_mismatch(fresh.data(), kCoreValue, 7), kCoreValue);
+  const client::ClientStats s2 = cl_->stats();
+  EXPECT_EQ(s2.registrations, s0.registrations + 1);
+  EXPECT_EQ(s2.core_registration_fills, 1u);
+  EXPECT_EQ(cl_->del("never").status, Status::kOk);
+}
+
+// release_buffer deregisters: the core's cached copy of the keys must go with it. A callback reusing the
+// buffer is then refused (it would otherwise send a dead rkey); after the test thread uses it again (a new
+// registration) the callback works with the new keys.
+TEST_F(ClientTest, ReleaseBufferDropsCoreCachedKeys) {
+  ASSERT_NO_FATAL_FAILURE(start_client(client_config(1)));
+  PageBuf buf(kCoreValue);
+  ASSERT_NE(buf.data(), nullptr);
+  fill(buf.data(), kCoreValue, 11);
+  ASSERT_EQ(cl_->put("stale", buf.data(), kCoreValue).status, Status::kOk);
+  const client::ClientStats s0 = cl_->stats();
+  EXPECT_EQ(s0.registrations, 1u);
+  const CoreOutcome first = submit_from_core(*cl_, false, "stale", buf.data(), kCoreValue);
+  EXPECT_EQ(first.submitted, Status::kOk) << client::status_name(first.submitted);
+  EXPECT_EQ(first.result, Status::kOk) << client::status_name(first.result);
+  const CoreOutcome second = submit_from_core(*cl_, false, "stale", buf.data(), kCoreValue);
+  EXPECT_EQ(second.submitted, Status::kOk) << client::status_name(second.submitted);
+  EXPECT_EQ(second.result, Status::kOk) << client::status_name(second.result);
+  const client::ClientStats s1 = cl_->stats();
+  EXPECT_EQ(s1.core_registration_fills, 1u);
+  EXPECT_EQ(s1.core_registration_hits, 1u);
+
+  cl_->release_buffer(buf.data());
+  const CoreOutcome stale = submit_from_core(*cl_, false, "stale", buf.data(), kCoreValue);
+  EXPECT_EQ(stale.submitted, Status::kRegistration)
+      << client::status_name(stale.submitted) << ": the core used keys of a deregistered MR";
+  EXPECT_EQ(stale.calls, 0);
+  const client::ClientStats s2 = cl_->stats();
+  EXPECT_EQ(s2.core_registration_hits, 1u);
+  EXPECT_EQ(s2.core_registration_unregistered, 1u);
+  EXPECT_EQ(s2.registrations, s0.registrations);
+
+  fill(buf.data(), kCoreValue, 12);
+  ASSERT_EQ(cl_->put("stale", buf.data(), kCoreValue).status, Status::kOk);
+  EXPECT_EQ(cl_->stats().registrations, s0.registrations + 1);
+  std::memset(buf.data(), 0, kCoreValue);
+  const CoreOutcome fresh = submit_from_core(*cl_, true, "stale", buf.data(), kCoreValue);
+  EXPECT_EQ(fresh.submitted, Status::kOk) << client::status_name(fresh.submitted);
+  EXPECT_EQ(fresh.calls, 1);
+  EXPECT_EQ(fresh.result, Status::kOk) << client::status_name(fresh.result);
+  EXPECT_EQ(first_mismatch(buf.data(), kCoreValue, 12), kCoreValue);
+  const client::ClientStats s3 = cl_->stats();
+  EXPECT_EQ(s3.core_registration_fills, 2u);
+  EXPECT_EQ(s3.registrations, s0.registrations + 1);
+  EXPECT_EQ(cl_->del("stale").status, Status::kOk);
 }
 
 }  // namespace
