@@ -482,6 +482,7 @@ struct Slot {
   std::uint32_t gen = 0;
   Op op = Op::kPut;
   std::atomic<bool> parked{false};
+  bool retry = false;  // the last submit was refused: the next issue repeats the same op on the same key
   char key_str[kKeyLength];
 };
 
@@ -520,9 +521,16 @@ inline std::uint64_t next_rng(std::uint64_t& s) noexcept {
 // Issues the slot's next request. False when the slot has nothing more to do (it is then inactive).
 bool issue_st(Slot& s) noexcept {
   KvRun& run = *s.run;
-  if (run.stop.load(std::memory_order_relaxed)) return false;
+  if (run.stop.load(std::memory_order_relaxed)) {
+    s.retry = false;  // the phase is over: its next phase starts the slot afresh
+    return false;
+  }
   const Options& o = *run.o;
-  if (run.phase != Phase::kRun) {
+  if (s.retry) {
+    // Same key and op: a refused prefill PUT must still store its key (later GETs expect it), and a refused
+    // request of a budgeted run was already counted against the budget.
+    s.retry = false;
+  } else if (run.phase != Phase::kRun) {
     const std::uint64_t k = run.prefill_next.fetch_add(1, std::memory_order_relaxed);
     if (k >= run.keys) return false;
     s.key = k;
@@ -569,6 +577,7 @@ bool issue_st(Slot& s) noexcept {
     Lane& l = run.lane();
     add(l.by_status[kSubmitRefused]);
     // Parked: the driving thread reissues it shortly (a busy ring or a connection not up yet).
+    s.retry = true;
     s.parked.store(true, std::memory_order_release);
     run.parked.fetch_add(1, std::memory_order_relaxed);
   }
