@@ -69,6 +69,7 @@ void publish_engine_counters(const EngineCounters& c, telemetry::CoreStats& b) n
 
   for (std::size_t i = 0; i < kAsyncEventKindCount; ++i)
     b.set(telemetry::async_event_stat(i), c.async_by_kind[i]);
+  b.set(Stat::kCloseRekicks, c.close_rekicks);
 }
 
 void publish_connections(const ConnectionSnapshot& s, std::span<telemetry::CoreStats* const> core_blocks,

@@ -76,6 +76,8 @@ constexpr Table build_table() {
          "Connections failed for a protocol violation by the peer, by code.", "code", kViolationCodeNames);
   b.rows("rdmagate_async_events_total", kC, Unit::kNone, kSum, "QP and device asynchronous events, by event.",
          "event", kAsyncEventNames);
+  b.row("rdmagate_connection_close_rekicks_total", kC, Unit::kNone, kSum,
+        "Closing QPs moved to the error state again because their core had not finished draining them.");
   b.row("rdmagate_store_objects", kG, Unit::kNone, kSum, "Objects held by the store.");
   b.row("rdmagate_store_bytes", kG, Unit::kBytes, kSum, "Bytes of object data held by the store.");
   b.row("rdmagate_store_allocated_bytes", kG, Unit::kBytes, kSum,

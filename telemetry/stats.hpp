@@ -86,8 +86,9 @@ enum class Stat : std::uint16_t {
   kConnectionFailuresFirst,  // + kFailureCauseNames index
   kViolationsFirst = kConnectionFailuresFirst + kFailureCauseNames.size(),  // + kViolationCodeNames index
   kAsyncEventsFirst = kViolationsFirst + kViolationCodeNames.size(),
+  kCloseRekicks = kAsyncEventsFirst + kAsyncEventNames.size(),  // QPs moved to ERR again (slow CLOSED)
   // store
-  kStoreObjects = kAsyncEventsFirst + kAsyncEventNames.size(),
+  kStoreObjects,
   kStoreBytes,
   kStoreAllocatedBytes,
   kStoreCapacityBytes,

@@ -188,9 +188,13 @@ def build():
                      [(f"sum(rate(rdmagate_connection_accepts_total{{{INST}}}[{RI}]))", "accepted"),
                       (f"sum by (reason) (rate(rdmagate_connection_rejects_total{{{INST}}}[{RI}]))",
                        "rejected {{reason}}")]), 8, 8)
-    L.add(timeseries("Reconnects/s", "Connections re-established after a failure.",
+    L.add(timeseries("Reconnects and close re-kicks/s",
+                     "Connections re-established after a failure; closing QPs moved to ERR again because "
+                     "their core had not drained them (steady re-kicks: connections slow to close).",
                      [(f"sum by (instance) (rate(rdmagate_connection_reconnects_total{{{INST}}}[{RI}]))",
-                       "{{instance}}")]), 8, 8)
+                       "reconnects {{instance}}"),
+                      (f"sum by (instance) (rate(rdmagate_connection_close_rekicks_total{{{INST}}}[{RI}]))",
+                       "close re-kicks {{instance}}")]), 8, 8)
     L.add(timeseries("Protocol violations/s by code",
                      "Connections failed for a protocol violation by the peer. Any is a peer bug (or ours).",
                      [(f"sum by (code) (rate(rdmagate_protocol_violations_total{{{INST}}}[{RI}]))",

@@ -223,6 +223,7 @@ TEST(PublishEngineCounters, ControlSeries) {
   c.dead_peers = 4;
   c.core_failures = 2 + 5 + 4 + 6;  // 6 completion errors
   for (std::size_t i = 0; i < c.async_by_kind.size(); ++i) c.async_by_kind[i] = 20 + i;
+  c.close_rekicks = 3;
   control::publish_engine_counters(c, *ctl);
 
   const auto e = scrape(collector);
@@ -238,6 +239,7 @@ TEST(PublishEngineCounters, ControlSeries) {
   EXPECT_EQ(value(e, "rdmagate_connection_rejects_total", {{"reason", "bad_private_data"}}),
             as_double(c.rejects_sent[static_cast<std::size_t>(protocol::RejectReason::kBadPrivateData)]));
   EXPECT_EQ(value(e, "rdmagate_connection_reconnects_total", {}), 13);
+  EXPECT_EQ(value(e, "rdmagate_connection_close_rekicks_total", {}), 3);
   EXPECT_EQ(value(e, "rdmagate_connection_failures_total", {{"cause", "protocol_violation"}}), 7);
   EXPECT_EQ(value(e, "rdmagate_connection_failures_total", {{"cause", "dead_peer"}}), 4);
   EXPECT_EQ(value(e, "rdmagate_connection_failures_total", {{"cause", "completion_error"}}), 6);
