@@ -111,6 +111,7 @@ struct DataplaneConfig {
   std::uint32_t control_check_interval = 16;    // loop iterations between control-ring checks
   std::uint32_t max_connections_per_core = 64;  // sizes the per-core pools, allocated once at startup
   IdlePolicy idle_policy = IdlePolicy::kBusy;
+  std::uint32_t idle_yield_after = 256;  // idle_policy yield: empty polls in a row before sched_yield
 
   bool operator==(const DataplaneConfig&) const = default;
 };

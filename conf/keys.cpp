@@ -659,6 +659,9 @@ class Table {
         &Config::dataplane, &P::idle_policy, "dataplane.idle_policy",
         std::vector<IdlePolicy>{IdlePolicy::kBusy, IdlePolicy::kPause, IdlePolicy::kYield}, R,
         "what a core does after an empty poll");
+    add<UnsignedKey<P, std::uint32_t>>(&Config::dataplane, &P::idle_yield_after, "dataplane.idle_yield_after",
+                                       "polls", 1u, 1000000u, R,
+                                       "idle_policy yield: empty polls in a row before a sched_yield");
 
     add<UnsignedKey<Pr, std::uint32_t>>(&Config::protocol, &Pr::keepalive_ms, "protocol.keepalive_ms", "ms",
                                         10u, 3600000u, L, "idle time before a keepalive");

@@ -325,6 +325,7 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     cc.idle = cfg.dataplane.idle_policy == conf::IdlePolicy::kYield   ? dataplane::IdlePolicy::kYield
               : cfg.dataplane.idle_policy == conf::IdlePolicy::kPause ? dataplane::IdlePolicy::kPause
                                                                       : dataplane::IdlePolicy::kBusy;
+    cc.idle_yield_after = cfg.dataplane.idle_yield_after;
     cc.bulk_bytes_per_conn = 0;  // chunks move between the peer's memory and the store arena directly
     cc.keepalive_us = std::uint64_t{cfg.protocol.keepalive_ms} * 1000;
     cc.dead_peer_us = std::uint64_t{cfg.protocol.dead_peer_timeout_ms} * 1000;
