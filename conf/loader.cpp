@@ -1,5 +1,6 @@
 #include "conf/loader.hpp"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -8,6 +9,7 @@
 #include <map>
 #include <new>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "conf/detail/checks.hpp"
@@ -15,6 +17,43 @@
 
 namespace rdmagate::conf {
 namespace {
+
+// Counts the documents of a YAML text, stopping at two, and remembers where the second one starts. Used
+// instead of YAML::LoadAll, which on some malformed input never returns: yaml-cpp 0.7's parser keeps
+// reporting empty documents without consuming input, and LoadAll collects them until memory runs out
+// (fuzz_config found a 415-byte file that hung --check-config that way).
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (++count_ == 2) second_ = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+  }
+  void OnMapEnd() override {}
+
+  // Throws what the parser throws (YAML::Exception), like YAML::Load.
+  static DocumentCounter count(const std::string& text) {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentCounter h;
+    while (h.count_ < 2 && parser.HandleNextDocument(h)) {
+    }
+    return h;
+  }
+  int documents() const noexcept { return count_; }
+  const YAML::Mark& second() const noexcept { return second_; }
+
+ private:
+  int count_ = 0;
+  YAML::Mark second_;
+};
 
 using detail::Diagnostics;
 
@@ -117,16 +156,19 @@ class Loader {
       return;
     }
     try {
-      std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
-      if (docs.size() > 1) {
+      const std::string owned(text);
+      const DocumentCounter docs = DocumentCounter::count(owned);
+      if (docs.documents() > 1) {
         document_failed_ = true;
-        diag_.error(at(docs[1]), "",
-                    "a config file holds one YAML document; found " + std::to_string(docs.size()));
+        const YAML::Mark& m = docs.second();
+        diag_.error(fileOrigin(m.line >= 0 ? m.line + 1 : 0, m.column >= 0 ? m.column + 1 : 0), "",
+                    "a config file holds one YAML document; found more than one");
         return;
       }
-      if (docs.empty() || docs[0].IsNull()) return;  // empty file or only comments: all defaults
-      if (!checkQuotes(text, docs[0])) return;
-      parseRoot(docs[0]);
+      const YAML::Node root = YAML::Load(owned);
+      if (docs.documents() == 0 || root.IsNull()) return;  // empty file or only comments: all defaults
+      if (!checkQuotes(text, root)) return;
+      parseRoot(root);
     } catch (const YAML::Exception& e) {
       // Marks are 0-based; a mark of -1 means yaml-cpp did not know the position.
       document_failed_ = true;

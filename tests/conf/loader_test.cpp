@@ -21,6 +21,7 @@ using ::testing::IsEmpty;
 using testing::load;
 using testing::loadedDefaults;
 using ::testing::Not;
+using ::testing::StartsWith;
 using testing::yaml;
 
 // --- documents --------------------------------------------------------------------------------------
@@ -222,7 +223,26 @@ TEST(Document, TopLevelScalarIsRejected) {
 
 TEST(Document, SecondDocumentIsRejected) {
   EXPECT_THAT(errorsOf("logging:\n  level: info\n---\nlogging:\n  level: debug\n"),
-              ElementsAre("conf/x.yaml:4:1: a config file holds one YAML document; found 2"));
+              ElementsAre("conf/x.yaml:3:1: a config file holds one YAML document; found more than one"));
+}
+
+// fuzz_config found this file (a mangled example config): yaml-cpp 0.7's LoadAll never returned on it and
+// grew to gigabytes, so --check-config and a SIGHUP reload hung. It must be refused like any bad file.
+TEST(Document, InputThatHungYamlCppLoadAllIsRefused) {
+  const std::string text =
+      "# A laptop o# A DaemonSet pod: the node's cpuset gives it CPUs 2-6, hugepages are mounted by the pod "
+      "specr CI box without hugepages:\xa4"
+      "no hugetlbfs,$a small store, cores that yield when idle so the\n"
+      "# machine stays usable, and verbog: which device, and where to listen. Everything else k iseptes "
+      "default\n"
+      "# (see conf/rdmagate.yamlSt5ctypeIcE ge\n"
+      "  file_prefix: rdmagate[1]\n"
+      " , Prometheus\n"
+      "# scrapes t idle_policy: yield\n"
+      " h";
+  const auto errors = errorsOf(text);
+  ASSERT_FALSE(errors.empty());
+  EXPECT_THAT(errors[0], StartsWith("conf/x.yaml:"));
 }
 
 TEST(Document, OversizedFileIsRejected) {
