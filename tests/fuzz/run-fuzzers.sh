@@ -14,7 +14,7 @@ seconds=$2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # target name and the longest input worth trying (1 selector byte + the largest body).
-targets=("fuzz_handshake:128" "fuzz_message:4200" "fuzz_object:600")
+targets=("fuzz_handshake:128" "fuzz_message:4200" "fuzz_object:600" "fuzz_config:4096")
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
