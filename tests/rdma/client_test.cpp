@@ -381,7 +381,14 @@ TEST_F(ClientTest, TooSmallNotFoundAndBadKeys) {
   EXPECT_TRUE(gw_->store_empty());
 }
 
+// A stream of GETs that reissue themselves from their callbacks until one of them is lost, so that requests
+// are in flight whenever the gateway closes the connection, however fast or slow the machine.
 struct LostArg {
+  Client* cl;
+  std::byte* dst;
+  std::size_t size;
+  std::atomic<bool>* stop;
+  std::atomic<int>* issued;
   std::atomic<int>* calls;
   std::atomic<int>* ok;
   std::atomic<int>* lost;
@@ -394,9 +401,15 @@ void lost_done(void* a, const Result& r) {
     x->ok->fetch_add(1);
   } else if (r.status == Status::kConnectionLost) {
     x->lost->fetch_add(1);
+    x->stop->store(true);
   } else {
     x->last_other->store(static_cast<std::uint32_t>(r.status));
     x->other->fetch_add(1);
+    x->stop->store(true);
+  }
+  // Reissue before counting this call: calls == issued then means nothing is in flight.
+  if (!x->stop->load() && x->cl->get_async("lost", x->dst, x->size, lost_done, x) == Status::kOk) {
+    x->issued->fetch_add(1);
   }
   x->calls->fetch_add(1, std::memory_order_release);
 }
@@ -412,16 +425,28 @@ TEST_F(ClientTest, LostConnectionFailsInFlightThenReconnects) {
   ASSERT_FALSE(val.empty());
   fill(val.data(), kValue, 5);
   ASSERT_EQ(cl_->put("lost", val.data(), kValue).status, Status::kOk);
-  constexpr int kN = 48;
-  auto dst = cl_->alloc_buffer(kValue * 4);  // 4 destinations, reused: contents are not checked here
+  constexpr int kStreams = 4;
+  auto dst = cl_->alloc_buffer(kValue * kStreams);  // one destination per stream: contents not checked here
   ASSERT_FALSE(dst.empty());
-  std::atomic<int> calls{0}, ok{0}, lost{0}, other{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int> issued{0}, calls{0}, ok{0}, lost{0}, other{0};
   std::atomic<std::uint32_t> last_other{0};
-  LostArg arg{&calls, &ok, &lost, &other, &last_other};
-  for (int i = 0; i < kN; ++i) {
-    ASSERT_EQ(cl_->get_async("lost", dst.data() + (i % 4) * kValue, kValue, lost_done, &arg), Status::kOk);
+  std::vector<LostArg> args;
+  for (int i = 0; i < kStreams; ++i) {
+    args.push_back(LostArg{cl_.get(), dst.data() + i * kValue, kValue, &stop, &issued, &calls, &ok, &lost, &other,
+                           &last_other});
   }
-  // Close every gateway-side connection (the fixture's control loop pauses while we touch its engine).
+  for (LostArg& a : args) {
+    ASSERT_EQ(cl_->get_async("lost", a.dst, a.size, lost_done, &a), Status::kOk);
+    issued.fetch_add(1);
+  }
+  // The streams run; then close every gateway-side connection (the fixture's control loop pauses while we
+  // touch its engine).
+  const auto running = Clock::now() + std::chrono::seconds(60);
+  while (ok.load() < 8 && !stop.load() && Clock::now() < running) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GE(ok.load(), 8) << "the GET streams did not run";
   gw_->stop_background();
   std::size_t closed = 0;
   for (control::Connection* conn : gw_->engine().connections()) {
@@ -431,15 +456,16 @@ TEST_F(ClientTest, LostConnectionFailsInFlightThenReconnects) {
   gw_->start_background();
   EXPECT_GE(closed, 1u);
   const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (calls.load(std::memory_order_acquire) < kN && Clock::now() < deadline) {
+  while ((!stop.load() || calls.load(std::memory_order_acquire) < issued.load()) && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ASSERT_EQ(calls.load(), kN);
-  std::printf("lost: %d ok, %d connection_lost, %d other (last %s)\n", ok.load(), lost.load(), other.load(),
-              client::status_name(static_cast<Status>(last_other.load())));
+  stop.store(true);
+  ASSERT_EQ(calls.load(), issued.load()) << "requests never completed";
+  std::printf("lost: %d issued, %d ok, %d connection_lost, %d other (last %s)\n", issued.load(), ok.load(),
+              lost.load(), other.load(), client::status_name(static_cast<Status>(last_other.load())));
   EXPECT_GE(lost.load(), 1);
   EXPECT_EQ(other.load(), 0);
-  EXPECT_EQ(ok.load() + lost.load(), kN);
+  EXPECT_EQ(ok.load() + lost.load(), issued.load());
   EXPECT_EQ(cl_->stats().connection_lost, static_cast<std::uint64_t>(lost.load()));
   // Transparent reconnect: later requests succeed.
   ASSERT_TRUE(cl_->wait_connected(std::chrono::seconds(30)));
@@ -451,6 +477,51 @@ TEST_F(ClientTest, LostConnectionFailsInFlightThenReconnects) {
   EXPECT_EQ(cl_->del("lost").status, Status::kOk);
   cl_->free_buffer(val);
   cl_->free_buffer(dst);
+}
+
+// A gateway whose cores stop answering: a request in flight completes kTimeout after request_timeout (not
+// later, not never), and the client closes that connection.
+TEST_F(ClientTest, UnansweredRequestTimesOut) {
+  ClientConfig c = client_config(1);
+  c.connections_per_gateway = 1;
+  c.request_timeout = std::chrono::milliseconds(1500);
+  ASSERT_NO_FATAL_FAILURE(start_client(c));
+  std::uint8_t small[64] = {};
+  ASSERT_EQ(cl_->put("timeout", small, sizeof small).status, Status::kOk);
+  // The gateway's data-plane cores stop polling: nothing it holds is answered any more.
+  gw_->stop_background();
+  gw_->engine().stop_cores_st();
+  gw_->start_background();
+  const auto t0 = Clock::now();
+  const Result r = cl_->get("timeout", small, sizeof small);
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("timeout: GET against a stopped gateway: %s after %.2f s (request_timeout 1.5 s)\n",
+              client::status_name(r.status), secs);
+  EXPECT_EQ(r.status, Status::kTimeout) << client::status_name(r.status);
+  EXPECT_GE(secs, 1.4);
+  EXPECT_LT(secs, 10.0) << "the timeout is checked far more often than this";
+  EXPECT_GE(cl_->stats().timeouts, 1u);
+}
+
+// A gateway address where nothing listens: the request waits for a connection, then completes kUnavailable.
+TEST_F(ClientTest, NoGatewayIsUnavailable) {
+  ClientConfig c = client_config(1);
+  c.gateways[0].port = static_cast<std::uint16_t>(gw_->port() + 1);  // nothing listens there
+  c.request_timeout = std::chrono::milliseconds(1500);
+  std::string err;
+  cl_ = Client::create(c, &err);
+  ASSERT_TRUE(cl_) << err;
+  EXPECT_FALSE(cl_->wait_connected(std::chrono::milliseconds(500)));
+  std::uint8_t small[64] = {};
+  const auto t0 = Clock::now();
+  const Result r = cl_->get("nobody", small, sizeof small);
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("unavailable: GET with no gateway listening: %s after %.2f s (request_timeout 1.5 s)\n",
+              client::status_name(r.status), secs);
+  EXPECT_EQ(r.status, Status::kUnavailable) << client::status_name(r.status);
+  EXPECT_GE(secs, 1.4);
+  EXPECT_LT(secs, 10.0);
+  EXPECT_GE(cl_->stats().unavailable, 1u);
 }
 
 // Two writers (on different cores) overwrite one 1 MiB key with whole-value patterns while two readers GET
