@@ -3,6 +3,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -17,6 +18,47 @@
 
 namespace rdmagate::conf {
 namespace {
+
+// Offset of the first byte that is not part of well-formed UTF-8 (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF), or npos. YAML text is Unicode; yaml-cpp passes other bytes through
+// into values, and --check-config's dump of such a value did not load back to the same configuration
+// (found by fuzz_config: a hugepage_dir holding 0xff bytes).
+std::string hexByte(unsigned char b) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  return {kHex[b >> 4], kHex[b & 0xf]};
+}
+
+std::size_t firstInvalidUtf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    std::size_t n = 0;
+    unsigned lo = 0x80, hi = 0xbf;  // the allowed range of the second byte
+    if (b < 0x80) {
+      ++i;
+      continue;
+    } else if (b >= 0xc2 && b <= 0xdf) {
+      n = 1;
+    } else if (b >= 0xe0 && b <= 0xef) {
+      n = 2;
+      if (b == 0xe0) lo = 0xa0;  // overlong
+      if (b == 0xed) hi = 0x9f;  // surrogates
+    } else if (b >= 0xf0 && b <= 0xf4) {
+      n = 3;
+      if (b == 0xf0) lo = 0x90;  // overlong
+      if (b == 0xf4) hi = 0x8f;  // above U+10FFFF
+    } else {
+      return i;
+    }
+    if (s.size() - i <= n) return i;
+    for (std::size_t k = 1; k <= n; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if (c < (k == 1 ? lo : 0x80u) || c > (k == 1 ? hi : 0xbfu)) return i;
+    }
+    i += n + 1;
+  }
+  return std::string_view::npos;
+}
 
 // Counts the documents of a YAML text, stopping at two, and remembers where the second one starts. Used
 // instead of YAML::LoadAll, which on some malformed input never returns: yaml-cpp 0.7's parser keeps
@@ -153,6 +195,16 @@ class Loader {
     if (text.size() > kMaxConfigBytes) {
       fail("file is " + std::to_string(text.size()) + " bytes; a config file is at most " +
            std::to_string(kMaxConfigBytes));
+      return;
+    }
+    if (const std::size_t bad = firstInvalidUtf8(text); bad != std::string_view::npos) {
+      const std::size_t line_start = text.rfind('\n', bad == 0 ? 0 : bad - 1);
+      const std::size_t col = line_start == std::string_view::npos || bad == 0 ? bad : bad - line_start - 1;
+      const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n');
+      document_failed_ = true;
+      diag_.error(fileOrigin(static_cast<int>(line), static_cast<int>(col) + 1), "",
+                  "not UTF-8: byte 0x" + hexByte(static_cast<unsigned char>(text[bad])) +
+                      " (a config file is UTF-8 text)");
       return;
     }
     try {
@@ -311,6 +363,11 @@ class Loader {
           msg += "; did you mean " + near + "?";
         }
         diag_.error(origin, path, msg);
+        continue;
+      }
+      if (firstInvalidUtf8(text) != std::string_view::npos) {
+        diag_.error(origin, path, "not UTF-8 (a value is UTF-8 text)");
+        diag_.markFailed(path);
         continue;
       }
       YAML::Node value;

@@ -245,6 +245,22 @@ TEST(Document, InputThatHungYamlCppLoadAllIsRefused) {
   EXPECT_THAT(errors[0], StartsWith("conf/x.yaml:"));
 }
 
+TEST(Document, BytesThatAreNotUtf8AreRejectedWithTheirPosition) {
+  EXPECT_THAT(errorsOf("eal:\n  main_lcore: 0\n  hugepage_dir: \"/huge\xff\xffpages\"\n"),
+              ElementsAre("conf/x.yaml:3:23: not UTF-8: byte 0xff (a config file is UTF-8 text)"));
+  // Overlong NUL, a surrogate, above U+10FFFF, a truncated sequence at the end.
+  for (const char* bad : {"# \xc0\x80\n", "# \xed\xa0\x80\n", "# \xf4\x90\x80\x80\n", "# \xe2\x82"}) {
+    const auto errors = errorsOf(bad);
+    ASSERT_EQ(errors.size(), 1u) << bad;
+    EXPECT_THAT(errors[0], StartsWith("conf/x.yaml:1:3: not UTF-8: byte 0x")) << bad;
+  }
+  // Real UTF-8 is fine, in comments and in values.
+  EXPECT_THAT(errorsOf("# 10 \xc2\xb5s \xe2\x86\x92 \xf0\x9f\x98\x80\neal:\n  hugepage_dir: \"/mnt/h\xc3\xa9\"\n"),
+              IsEmpty());
+  EXPECT_THAT(errorsOf("", {"eal.hugepage_dir=/h\xff"}),
+              ElementsAre("--set eal.hugepage_dir: not UTF-8 (a value is UTF-8 text)"));
+}
+
 TEST(Document, OversizedFileIsRejected) {
   std::string big = "# " + std::string(kMaxConfigBytes, 'x') + "\n";
   EXPECT_THAT(errorsOf(big), ElementsAre(HasSubstr("conf/x.yaml: file is ")));
