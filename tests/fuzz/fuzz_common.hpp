@@ -8,19 +8,11 @@
 
 #include "protocol/handshake.hpp"
 #include "protocol/message.hpp"
+#include "tests/fuzz/fuzz_check.hpp"
 
 namespace rdmagate::fuzz {
 
 using namespace rdmagate::protocol;
-
-// Invariant violations abort, so libFuzzer records the input as a crash.
-#define RDMAGATE_FUZZ_CHECK(cond)                                                               \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
-      std::fprintf(stderr, "fuzz invariant violated: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                             \
-    }                                                                                           \
-  } while (0)
 
 // ---- message target: selector bit 0 = checksum on; bit 1 = leave a wrong checksum alone
 //      (otherwise the target fixes it up so mutations reach the body); bits 2-3 = parameters.

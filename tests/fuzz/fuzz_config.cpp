@@ -9,16 +9,9 @@
 
 #include "conf/dump.hpp"
 #include "conf/loader.hpp"
+#include "tests/fuzz/fuzz_check.hpp"
 
 namespace {
-
-#define RDMAGATE_FUZZ_CHECK(cond)                                                               \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
-      std::fprintf(stderr, "fuzz invariant violated: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                             \
-    }                                                                                           \
-  } while (0)
 
 rdmagate::conf::LoadOptions options() {
   rdmagate::conf::LoadOptions o;
