@@ -841,24 +841,29 @@ TEST(EngineRace, SimultaneousConnectEndsWithOneConnection) {
 // ---- keepalive NOOPs on TSC deadlines, and a silent peer declared dead
 // -------------------------------------
 
-TEST(EngineKeepalive, IdleConnectionKeptAliveThenSilentPeerDeclaredDead) {
+// One connection between a server and a client that send nothing but keepalives, both cores set to these
+// times, owned by both cores when this returns.
+void start_idle_pair(EchoPair& p, std::uint64_t keepalive_us, std::uint64_t dead_peer_us) {
   std::string err;
   EngineConfig scfg = engine_config("server", true, g_server_lcore);
   EngineConfig ccfg = engine_config("client", false, g_client_lcore);
   for (EngineConfig* e : {&scfg, &ccfg}) {
-    e->cores[0].keepalive_us = 50'000;
-    e->cores[0].dead_peer_us = 400'000;
+    e->cores[0].keepalive_us = keepalive_us;
+    e->cores[0].dead_peer_us = dead_peer_us;
   }
   dataplane::EchoClientConfig idle;
   idle.messages_per_conn = 0;  // connect and stay silent but for keepalives
-  EchoPair p;
   ASSERT_NO_FATAL_FAILURE(p.start(scfg, ccfg, idle));
+  ASSERT_NE(p.client->connect(rxe_addr(), p.port, &err, /*reconnect=*/false), 0u) << err;
+  ASSERT_TRUE(p.poll([&] { return p.server->owned_count() == 1 && p.client->owned_count() == 1; },
+                     std::chrono::seconds(20)));
+}
+
+TEST(EngineKeepalive, IdleConnectionKeptAliveThenSilentPeerDeclaredDead) {
+  EchoPair p;
+  ASSERT_NO_FATAL_FAILURE(start_idle_pair(p, 50'000, 400'000));
   Engine* const server = p.server.get();
   Engine* const client = p.client.get();
-  ASSERT_NE(client->connect(rxe_addr(), p.port, &err, /*reconnect=*/false), 0u) << err;
-  ASSERT_TRUE(poll_both(
-      *server, *client, [&] { return server->owned_count() == 1 && client->owned_count() == 1; },
-      std::chrono::seconds(20)));
   // 1.5 s idle: 30 keepalive intervals, ~4 dead-peer timeouts. Keepalives keep it up.
   poll_both(
       *server, *client, [] { return false; }, std::chrono::milliseconds(1500));
@@ -890,23 +895,10 @@ TEST(EngineKeepalive, IdleConnectionKeptAliveThenSilentPeerDeclaredDead) {
 // core's ring). Long times at setup; the reload shortens the server's keepalive, then its dead-peer timeout
 // below the client's keepalive interval, so the idle client is declared dead by the reloaded setting alone.
 TEST(EngineKeepalive, ReloadedTimesReachAnEstablishedConnection) {
-  std::string err;
-  EngineConfig scfg = engine_config("server", true, g_server_lcore);
-  EngineConfig ccfg = engine_config("client", false, g_client_lcore);
-  for (EngineConfig* e : {&scfg, &ccfg}) {
-    e->cores[0].keepalive_us = 5'000'000;
-    e->cores[0].dead_peer_us = 60'000'000;
-  }
-  dataplane::EchoClientConfig idle;
-  idle.messages_per_conn = 0;
   EchoPair p;
-  ASSERT_NO_FATAL_FAILURE(p.start(scfg, ccfg, idle));
+  ASSERT_NO_FATAL_FAILURE(start_idle_pair(p, 5'000'000, 60'000'000));
   Engine* const server = p.server.get();
   Engine* const client = p.client.get();
-  ASSERT_NE(client->connect(rxe_addr(), p.port, &err, /*reconnect=*/false), 0u) << err;
-  ASSERT_TRUE(poll_both(
-      *server, *client, [&] { return server->owned_count() == 1 && client->owned_count() == 1; },
-      std::chrono::seconds(20)));
   const auto idle_noops = [&](std::chrono::milliseconds d) {
     const std::uint64_t before = server->core(0).counters.noops;
     poll_both(*server, *client, [] { return false; }, d);
