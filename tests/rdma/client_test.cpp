@@ -804,6 +804,17 @@ CoreOutcome submit_from_core(Client& cl, bool get, const std::string& key, void*
   return out;
 }
 
+// A GET of `key` into `buf` submitted from a callback on a client core: accepted, answered once, and every
+// byte the value written with `seed`.
+void expect_core_get_verified(Client& cl, const std::string& key, void* buf, std::uint64_t seed) {
+  std::memset(buf, 0, kCoreValue);
+  const CoreOutcome o = submit_from_core(cl, true, key, buf, kCoreValue);
+  EXPECT_EQ(o.submitted, Status::kOk) << client::status_name(o.submitted);
+  EXPECT_EQ(o.calls, 1);
+  EXPECT_EQ(o.result, Status::kOk) << client::status_name(o.result);
+  EXPECT_EQ(first_mismatch(buf, kCoreValue, seed), kCoreValue);
+}
+
 // A callback never registers: memory no caller thread used is refused kRegistration (returned, no callback,
 // no ibv_reg_mr on the core). Once the test thread used it, the same submit from a callback works.
 TEST_F(ClientTest, CallbackWithNeverRegisteredMemoryIsRefused) {
@@ -826,12 +837,7 @@ TEST_F(ClientTest, CallbackWithNeverRegisteredMemoryIsRefused) {
   // Used once from this thread (registered there), the buffer then works from a callback.
   ASSERT_EQ(cl_->put("never", fresh.data(), kCoreValue).status, Status::kOk);
   EXPECT_EQ(cl_->stats().registrations, s0.registrations + 1);
-  std::memset(fresh.data(), 0, kCoreValue);
-  const CoreOutcome again = submit_from_core(*cl_, true, "never", fresh.data(), kCoreValue);
-  EXPECT_EQ(again.submitted, Status::kOk) << client::status_name(again.submitted);
-  EXPECT_EQ(again.calls, 1);
-  EXPECT_EQ(again.result, Status::kOk) << client::status_name(again.result);
-  EXPECT_EQ(first_mismatch(fresh.data(), kCoreValue, 7), kCoreValue);
+  expect_core_get_verified(*cl_, "never", fresh.data(), 7);
   const client::ClientStats s2 = cl_->stats();
   EXPECT_EQ(s2.registrations, s0.registrations + 1);
   EXPECT_EQ(s2.core_registration_fills, 1u);
@@ -872,12 +878,7 @@ TEST_F(ClientTest, ReleaseBufferDropsCoreCachedKeys) {
   fill(buf.data(), kCoreValue, 12);
   ASSERT_EQ(cl_->put("stale", buf.data(), kCoreValue).status, Status::kOk);
   EXPECT_EQ(cl_->stats().registrations, s0.registrations + 1);
-  std::memset(buf.data(), 0, kCoreValue);
-  const CoreOutcome fresh = submit_from_core(*cl_, true, "stale", buf.data(), kCoreValue);
-  EXPECT_EQ(fresh.submitted, Status::kOk) << client::status_name(fresh.submitted);
-  EXPECT_EQ(fresh.calls, 1);
-  EXPECT_EQ(fresh.result, Status::kOk) << client::status_name(fresh.result);
-  EXPECT_EQ(first_mismatch(buf.data(), kCoreValue, 12), kCoreValue);
+  expect_core_get_verified(*cl_, "stale", buf.data(), 12);
   const client::ClientStats s3 = cl_->stats();
   EXPECT_EQ(s3.core_registration_fills, 2u);
   EXPECT_EQ(s3.registrations, s0.registrations + 1);
