@@ -37,8 +37,8 @@ void Connection::set_session(const protocol::Session& s) noexcept {
   // The engine's copy of the core config: set_timeouts_st (SIGHUP) updates its keepalive times.
   const dataplane::CoreConfig& core_cfg = eng_.cfg_.cores[static_cast<std::size_t>(core_ < 0 ? 0 : core_)];
   const std::uint64_t hz = rte_get_tsc_hz();
-  cc_.credit_cfg.keepalive_interval = core_cfg.keepalive_us * hz / 1'000'000;
-  cc_.credit_cfg.dead_peer_timeout = core_cfg.dead_peer_us * hz / 1'000'000;
+  cc_.credit_cfg.keepalive_interval = dataplane::us_to_tsc(core_cfg.keepalive_us, hz);
+  cc_.credit_cfg.dead_peer_timeout = dataplane::us_to_tsc(core_cfg.dead_peer_us, hz);
 }
 
 void Connection::reset_core_conn() noexcept {

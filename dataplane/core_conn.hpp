@@ -36,6 +36,12 @@ enum class WrKind : std::uint64_t {
 };
 inline constexpr std::uint64_t kWrKindMask = 0x7;
 
+// Microseconds to TSC ticks, the unit of the credit machine's keepalive and dead-peer times. Split so that
+// no configurable time overflows: us * hz would, for a day (8.64e10 us) at 2.25 GHz.
+constexpr std::uint64_t us_to_tsc(std::uint64_t us, std::uint64_t hz) noexcept {
+  return us / 1'000'000 * hz + us % 1'000'000 * hz / 1'000'000;
+}
+
 inline std::uint64_t make_wr_id(const void* desc, WrKind k) noexcept {
   return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(desc)) | static_cast<std::uint64_t>(k);
 }

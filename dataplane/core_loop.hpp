@@ -276,10 +276,6 @@ class CoreLoop {
   std::uint32_t tx_available_st(const CoreConn& c) const noexcept { return c.tx_free_top; }
   std::uint64_t now_tsc_st() const noexcept { return now_; }
   std::uint64_t tsc_hz() const noexcept { return tsc_hz_; }
-  // Microseconds to TSC ticks without overflow for any configurable time.
-  std::uint64_t us_to_ticks(std::uint64_t us) const noexcept {
-    return us / 1'000'000 * tsc_hz_ + us % 1'000'000 * tsc_hz_ / 1'000'000;
-  }
   CoreCounters& counters_st() noexcept { return cnt_; }
   std::uint32_t owned_st() const noexcept { return static_cast<std::uint32_t>(owned_.size()); }
   // True after CONFIG kQuiesce 1: services start no new request (the core refuses incoming ones).
@@ -372,7 +368,7 @@ class CoreLoop {
         return;
       case ConfigKey::kKeepaliveIntervalUs:
       case ConfigKey::kPeerDeadTimeoutUs: {
-        const std::uint64_t ticks = us_to_ticks(v);
+        const std::uint64_t ticks = us_to_tsc(v, tsc_hz_);
         for (CoreConn* c : owned_) {
           protocol::CreditMachine& cm = *c->credits;
           if (k == ConfigKey::kKeepaliveIntervalUs) {

@@ -12,6 +12,15 @@
 namespace rdmagate::dataplane {
 namespace {
 
+// The longest configurable dead-peer time (a day) at a 2.25 GHz TSC: us * hz alone would overflow 64 bits.
+TEST(UsToTsc, ExactAndNoOverflowForAnyConfigurableTime) {
+  using rdmagate::dataplane::us_to_tsc;
+  EXPECT_EQ(us_to_tsc(0, 2'250'000'000), 0u);
+  EXPECT_EQ(us_to_tsc(20'000, 2'250'000'000), 45'000'000u);
+  EXPECT_EQ(us_to_tsc(1'500'001, 1'000'000'000), 1'500'001'000u);
+  EXPECT_EQ(us_to_tsc(86'400'000'000, 2'250'000'000), 194'400'000'000'000u);
+}
+
 TEST(WrId, KindAndDescriptorRoundTrip) {
   std::vector<RxDesc> rx(4);
   std::vector<TxDesc> tx(4);
