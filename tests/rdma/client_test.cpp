@@ -479,6 +479,19 @@ TEST_F(ClientTest, LostConnectionFailsInFlightThenReconnects) {
   cl_->free_buffer(dst);
 }
 
+// A sync GET of a 64-byte value that must end with `expected` once request_timeout (1.5 s in both tests) has
+// passed, and well before the 10 s that would mean the timeout is not checked; `what` names the case.
+void expect_get_ends_at_timeout(Client& cl, const char* what, const char* key, Status expected) {
+  std::uint8_t small[64] = {};
+  const auto t0 = Clock::now();
+  const Result r = cl.get(key, small, sizeof small);
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("%s: %s after %.2f s (request_timeout 1.5 s)\n", what, client::status_name(r.status), secs);
+  EXPECT_EQ(r.status, expected) << client::status_name(r.status);
+  EXPECT_GE(secs, 1.4);
+  EXPECT_LT(secs, 10.0) << "the timeout is checked far more often than this";
+}
+
 // A gateway whose cores stop answering: a request in flight completes kTimeout after request_timeout (not
 // later, not never), and the client closes that connection.
 TEST_F(ClientTest, UnansweredRequestTimesOut) {
@@ -492,14 +505,7 @@ TEST_F(ClientTest, UnansweredRequestTimesOut) {
   gw_->stop_background();
   gw_->engine().stop_cores_st();
   gw_->start_background();
-  const auto t0 = Clock::now();
-  const Result r = cl_->get("timeout", small, sizeof small);
-  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::printf("timeout: GET against a stopped gateway: %s after %.2f s (request_timeout 1.5 s)\n",
-              client::status_name(r.status), secs);
-  EXPECT_EQ(r.status, Status::kTimeout) << client::status_name(r.status);
-  EXPECT_GE(secs, 1.4);
-  EXPECT_LT(secs, 10.0) << "the timeout is checked far more often than this";
+  expect_get_ends_at_timeout(*cl_, "timeout: GET against a stopped gateway", "timeout", Status::kTimeout);
   EXPECT_GE(cl_->stats().timeouts, 1u);
 }
 
@@ -512,15 +518,7 @@ TEST_F(ClientTest, NoGatewayIsUnavailable) {
   cl_ = Client::create(c, &err);
   ASSERT_TRUE(cl_) << err;
   EXPECT_FALSE(cl_->wait_connected(std::chrono::milliseconds(500)));
-  std::uint8_t small[64] = {};
-  const auto t0 = Clock::now();
-  const Result r = cl_->get("nobody", small, sizeof small);
-  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::printf("unavailable: GET with no gateway listening: %s after %.2f s (request_timeout 1.5 s)\n",
-              client::status_name(r.status), secs);
-  EXPECT_EQ(r.status, Status::kUnavailable) << client::status_name(r.status);
-  EXPECT_GE(secs, 1.4);
-  EXPECT_LT(secs, 10.0);
+  expect_get_ends_at_timeout(*cl_, "unavailable: GET with no gateway listening", "nobody", Status::kUnavailable);
   EXPECT_GE(cl_->stats().unavailable, 1u);
 }
 
