@@ -5,7 +5,7 @@
 //
 //   control/engine.hpp         this API, the Connection object (ConnectionOps implementation)
 //   control/control_loop.cpp  setup, the epoll loop, rdma_cm / async-event / core-reply handling, shutdown
-//   control/cm_ops.cpp        ConnectionOps: rdma_cm, QP, rx posting, handoff, timers for one connection
+//   control/connection.cpp        ConnectionOps: rdma_cm, QP, rx posting, handoff, timers for one connection
 //   dataplane/core_loop.hpp   the hot path (CoreLoop<Backend, Service>)
 //
 // Threads: every method here runs on the control thread (the main lcore), except the core loops, which run

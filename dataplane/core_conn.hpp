@@ -1,6 +1,6 @@
 #pragma once
 // One connection as a data-plane core sees it: descriptors, credit machine, send/recv staging, and the work
-// request id encoding. The control thread builds it (control/cm_ops.cpp) before any receive is posted; from
+// request id encoding. The control thread builds it (control/connection.cpp) before any receive is posted; from
 // the first posted receive until the core answers CLOSED, only the owning core writes the fields marked
 // "core".
 //
