@@ -67,56 +67,62 @@ WireError check_fragment(const Fragment& f) {
 
 }  // namespace
 
-Encoded<WireError> encode_message(const Message& m, const Session& s, std::span<std::uint8_t> out) noexcept {
+WireError check_encodable(const Message& m, const Session& s, std::size_t out_size) noexcept {
   const auto type = static_cast<std::uint8_t>(m.type);
-  if (type < kMessageTypeMin || type > kMessageTypeMax) return {0, WireError::kUnknownType};
-  if (m.credits > s.params.queue_depth) return {0, WireError::kCreditsOverflow};
+  if (type < kMessageTypeMin || type > kMessageTypeMax) return WireError::kUnknownType;
+  if (m.credits > s.params.queue_depth) return WireError::kCreditsOverflow;
   // Bound the payload before any size arithmetic so nothing below can wrap.
-  if (m.payload.size() > s.params.max_message_size) return {0, WireError::kLengthExceedsMax};
+  if (m.payload.size() > s.params.max_message_size) return WireError::kLengthExceedsMax;
 
   switch (m.type) {
     case MessageType::kNoop:
-      if (m.opcode != 0 || m.cookie != 0) return {0, WireError::kReservedNotZero};
-      if (!m.payload.empty()) return {0, WireError::kUnexpectedPayload};
+      if (m.opcode != 0 || m.cookie != 0) return WireError::kReservedNotZero;
+      if (!m.payload.empty()) return WireError::kUnexpectedPayload;
       break;
     case MessageType::kCompletion:
-      if (!m.payload.empty()) return {0, WireError::kUnexpectedPayload};
-      if (m.byte_count > s.params.max_bulk_size) return {0, WireError::kByteCountTooLarge};
+      if (!m.payload.empty()) return WireError::kUnexpectedPayload;
+      if (m.byte_count > s.params.max_bulk_size) return WireError::kByteCountTooLarge;
       break;
     case MessageType::kReadChunkRequest:
     case MessageType::kWriteChunkRequest:
-      // Fragments themselves are checked while they are written, below.
-      if (m.chunk.count == 0) return {0, WireError::kNoFragments};
-      if (m.chunk.count > fragment_cap(s)) return {0, WireError::kTooManyFragments};
+      if (m.chunk.count == 0) return WireError::kNoFragments;
+      if (m.chunk.count > fragment_cap(s)) return WireError::kTooManyFragments;
       break;
     default:
       break;
   }
 
   const std::size_t length = encoded_size(m);
-  if (length > s.params.max_message_size) return {0, WireError::kLengthExceedsMax};
-  if (length > out.size()) return {0, WireError::kBufferTooSmall};
+  if (length > s.params.max_message_size) return WireError::kLengthExceedsMax;
+  if (length > out_size) return WireError::kBufferTooSmall;
+  if (is_chunk_request(m.type)) {
+    std::uint64_t total = 0;  // kMaxFragments lengths of 32 bits: cannot wrap
+    for (const Fragment& fr : m.chunk.view()) {
+      if (const WireError e = check_fragment(fr); e != WireError::kOk) return e;
+      total += fr.len;
+    }
+    if (total > s.params.max_bulk_size) return WireError::kBulkTooLarge;
+  }
+  return WireError::kOk;
+}
+
+std::size_t write_message(const Message& m, const Session& s, std::span<std::uint8_t> out) noexcept {
+  const std::size_t length = encoded_size(m);
   std::uint8_t* p = out.data();
 
   // Payload first: if the caller's payload overlaps `out` below its final place, the header
   // writes that follow must not clobber it before it moves.
   const std::size_t poff = payload_offset(m.type, m.chunk.count);
-  if (!m.payload.empty() && m.payload.data() != p + poff)
-    std::memmove(p + poff, m.payload.data(), m.payload.size());
+  if (!m.payload.empty() && m.payload.data() != p + poff) std::memmove(p + poff, m.payload.data(), m.payload.size());
 
   if (is_chunk_request(m.type)) {
-    // One pass validates and writes (on error the output is unspecified anyway).
-    std::uint64_t total = 0;
     std::uint8_t* f = p + off::kFragments;
     for (const Fragment& fr : m.chunk.view()) {
-      if (const WireError e = check_fragment(fr); e != WireError::kOk) return {0, e};
-      total += fr.len;
       le::store<std::uint64_t>(f, fr.addr);
       le::store<std::uint32_t>(f + 8, fr.len);
       le::store<std::uint32_t>(f + 12, fr.rkey);
       f += kFragmentSize;
     }
-    if (total > s.params.max_bulk_size) return {0, WireError::kBulkTooLarge};
     le::store<std::uint16_t>(p + off::kFragCount, m.chunk.count);
     le::store<std::uint16_t>(p + off::kChunkRsvd, 0);
   } else if (m.type == MessageType::kCompletion) {
@@ -126,7 +132,7 @@ Encoded<WireError> encode_message(const Message& m, const Session& s, std::span<
 
   le::store<std::uint16_t>(p + off::kMagic, kMessageMagic);
   p[off::kVersion] = s.version;
-  p[off::kType] = type;
+  p[off::kType] = static_cast<std::uint8_t>(m.type);
   le::store<std::uint16_t>(p + off::kCredits, m.credits);
   le::store<std::uint16_t>(p + off::kOpcode, m.opcode);
   le::store<std::uint32_t>(p + off::kLength, static_cast<std::uint32_t>(length));
@@ -136,7 +142,12 @@ Encoded<WireError> encode_message(const Message& m, const Session& s, std::span<
   le::store<std::uint64_t>(p + off::kCookie, m.cookie);
 
   if (s.checksum) le::store<std::uint32_t>(p + off::kChecksum, crc32c({p, length}));
-  return {length, WireError::kOk};
+  return length;
+}
+
+Encoded<WireError> encode_message(const Message& m, const Session& s, std::span<std::uint8_t> out) noexcept {
+  if (const WireError e = check_encodable(m, s, out.size()); e != WireError::kOk) return {0, e};
+  return {write_message(m, s, out), WireError::kOk};
 }
 
 WireError patch_credits(std::span<std::uint8_t> encoded, std::uint16_t credits, const Session& s) noexcept {

@@ -107,8 +107,16 @@ constexpr std::size_t encoded_size(const Message& m) {
 
 // Encodes `m` for session `s` into `out`, checking every rule decode checks (bounded by
 // s.params). The payload is copied unless it already sits at payload_offset() inside `out`.
-// Computes the checksum when the session has them on.
+// Computes the checksum when the session has them on. = check_encodable + write_message.
 Encoded<WireError> encode_message(const Message& m, const Session& s, std::span<std::uint8_t> out) noexcept;
+
+// What encode_message would refuse `m` for, into a buffer of `out_size` bytes, without writing anything
+// (kOk: it would succeed). The engine checks before the credit decision and writes after it, so the header
+// and its checksum are written once, with the final credit count.
+WireError check_encodable(const Message& m, const Session& s, std::size_t out_size) noexcept;
+
+// Writes `m`, which check_encodable accepted for `s` and out.size(); returns the encoded length.
+std::size_t write_message(const Message& m, const Session& s, std::span<std::uint8_t> out) noexcept;
 
 // Rewrites the returned-credits field of an already encoded message (the credit count is known only
 // at post time) and refreshes its checksum. `encoded` is exactly the bytes encode_message wrote.
