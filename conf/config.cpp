@@ -28,6 +28,16 @@ std::string_view toString(IdlePolicy v) noexcept {
   return "?";
 }
 
+std::string_view toString(DataplaneBackend v) noexcept {
+  switch (v) {
+    case DataplaneBackend::kAuto:
+      return "auto";
+    case DataplaneBackend::kVerbs:
+      return "verbs";
+  }
+  return "?";
+}
+
 std::string_view toString(StoreBackend v) noexcept {
   switch (v) {
     case StoreBackend::kEmbedded:

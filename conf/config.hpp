@@ -56,6 +56,12 @@ enum class IdlePolicy : std::uint8_t {
   kYield,  // sched_yield() after an empty burst: shares the core, costs microseconds of latency
 };
 
+// The device backend the cores run (dataplane/backend/).
+enum class DataplaneBackend : std::uint8_t {
+  kAuto,   // the most direct backend that supports the device (verbs until mlx5dv lands)
+  kVerbs,  // generic libibverbs: every device
+};
+
 enum class StoreBackend : std::uint8_t {
   kEmbedded,  // the in-hugepage store shared by all data-plane cores
 };
@@ -65,6 +71,7 @@ enum class LogFormat : std::uint8_t { kLogfmt, kJson };
 
 std::string_view toString(HugepageMode v) noexcept;
 std::string_view toString(IdlePolicy v) noexcept;
+std::string_view toString(DataplaneBackend v) noexcept;
 std::string_view toString(StoreBackend v) noexcept;
 std::string_view toString(LogLevel v) noexcept;
 std::string_view toString(LogFormat v) noexcept;
@@ -112,6 +119,7 @@ struct DataplaneConfig {
   std::uint32_t max_connections_per_core = 64;  // sizes the per-core pools, allocated once at startup
   IdlePolicy idle_policy = IdlePolicy::kBusy;
   std::uint32_t idle_yield_after = 256;  // idle_policy yield: empty polls in a row before sched_yield
+  DataplaneBackend backend = DataplaneBackend::kAuto;
 
   bool operator==(const DataplaneConfig&) const = default;
 };
