@@ -25,10 +25,9 @@
 
 #include "client/object_client_service.hpp"
 #include "control/engine.hpp"
-#include "dataplane/core_loop.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/huge_buffer.hpp"
-#include "dataplane/verbs_backend.hpp"
+#include "dataplane/backend/backend_factory.hpp"
 #include "protocol/object_wire.hpp"
 
 namespace rdmagate::client {
@@ -56,7 +55,6 @@ const char* status_name(Status s) noexcept {
 
 namespace {
 
-using Loop = dataplane::CoreLoop<dataplane::VerbsBackend, ObjectClientService>;
 
 std::atomic<std::uint64_t> g_next_client_id{1};
 
@@ -349,7 +347,7 @@ bool ClientImpl::start(std::string* error) {
   std::vector<std::unique_ptr<control::CoreRunner>> runners;
   for (unsigned i = 0; i < c.cores; ++i) {
     services_.push_back(std::make_unique<ObjectClientService>(std::move(scfg[i])));
-    runners.push_back(std::make_unique<control::CoreRunnerOf<Loop>>(engine_->core(i), *services_.back()));
+    runners.push_back(dataplane::make_core_runner(engine_->backend_kind(), engine_->core(i), *services_.back()));
   }
   if (!engine_->launch_cores(std::move(runners), error)) return false;
   control_ = std::thread([this] { control_main(); });

@@ -1,6 +1,6 @@
 #pragma once
 // The client library's data-plane service (docs/client.md): one per client core, run by
-// CoreLoop<VerbsBackend, ObjectClientService>. Active side of the object protocol (protocol/object_wire.hpp).
+// CoreLoop<Backend, ObjectClientService>. Active side of the object protocol (protocol/object_wire.hpp).
 //
 // Each loop iteration (on_poll_st) it takes requests from
 //   - its direct FIFO (requests issued by callbacks running on this core: no ring, no atomics),

@@ -7,7 +7,6 @@
 #include <rte_cycles.h>
 
 #include <algorithm>
-#include <bit>
 #include <cerrno>
 #include <cstring>
 
@@ -39,30 +38,6 @@ void Connection::set_session(const protocol::Session& s) noexcept {
   const std::uint64_t hz = rte_get_tsc_hz();
   cc_.credit_cfg.keepalive_interval = dataplane::us_to_tsc(core_cfg.keepalive_us, hz);
   cc_.credit_cfg.dead_peer_timeout = dataplane::us_to_tsc(core_cfg.dead_peer_us, hz);
-}
-
-void Connection::reset_core_conn() noexcept {
-  cc_.handle = handle();
-  cc_.qp = nullptr;
-  cc_.qp_num = 0;
-  cc_.state = dataplane::CoreConnState::kPosted;
-  cc_.rx_posted = 0;
-  cc_.credits.reset();
-  cc_.tx_free_top = 0;
-  cc_.sq_head = cc_.sq_tail = 0;
-  cc_.unsignaled = 0;
-  cc_.drain_posted = false;
-  cc_.early_count = 0;
-  cc_.recv_head = cc_.recv_tail = nullptr;
-  cc_.recv_staged = 0;
-  cc_.send_head = cc_.send_tail = nullptr;
-  cc_.dirty = false;
-  cc_.owned_index = UINT32_MAX;
-  cc_.svc = dataplane::ServiceConnState{};
-  cc_.msgs_rx = cc_.msgs_tx = 0;
-  cc_.bulk_op.state = dataplane::BulkState::kIdle;
-  cc_.bulk_op.conn = &cc_;
-  cc_.chunk_head = cc_.chunk_count = 0;
 }
 
 int Connection::create_cm_id() noexcept {
@@ -119,62 +94,25 @@ int Connection::reserve_core_slot() noexcept {
 int Connection::create_qp() noexcept {
   dataplane::CoreResources& core = *eng_.cores_[static_cast<std::size_t>(core_)];
   const dataplane::CoreConfig& cc = core.config();
-  reset_core_conn();
   dataplane::QpCaps caps;
-  // Messages, the drain marker, and one chunk's RDMA READs/WRITEs.
-  caps.max_send_wr = cc.tx_per_conn + 1 + protocol::kMaxFragments;
+  caps.max_send_wr = dataplane::send_queue_depth(cc);
   caps.max_recv_wr = cc.rx_per_conn;
   caps.max_inline_data = std::min<std::uint32_t>(cc.buf_size, eng_.cfg_.send_inline_bytes);
-  dataplane::QpInfo info;
+  dataplane::CoreConnSetup setup;
   std::string err;
-  const int rc = dataplane::VerbsBackend::create_qp(cm_id_, eng_.pd_, core.cq(), caps, &info, &err);
-  if (rc != 0) {
+  qp_ = eng_.backend_->create_qp(cm_id_, core.cq(), caps, &setup.granted, &err);
+  if (qp_ == nullptr) {
     eng_.log_st("%s (peer %s)", err.c_str(), peer_str_.c_str());
-    return rc;
+    return -EIO;
   }
-  cc_.qp = info.qp;
-  cc_.qp_num = info.qp_num;
-  cc_.lkey = core.lkey();
-  // The device may grant more than asked; the configured size is what we inline.
-  cc_.max_inline = std::min<std::uint32_t>(info.max_inline_data, caps.max_inline_data);
-  cc_.buf_size = cc.buf_size;
-  cc_.sq_depth = info.max_send_wr;
-  cc_.signal_interval = static_cast<std::uint16_t>(
-      std::max<std::uint32_t>(1, std::min<std::uint32_t>(eng_.cfg_.signal_interval, info.max_send_wr / 4)));
-  // Descriptors over the slot's buffers: control builds them once per QP; the core only reuses them.
-  cc_.rx.assign(cc.rx_per_conn, dataplane::RxDesc{});
-  for (std::uint32_t i = 0; i < cc.rx_per_conn; ++i) {
-    dataplane::RxDesc& d = cc_.rx[i];
-    d.conn = &cc_;
-    d.buf = core.rx_buf(slot_, i);
-    d.index = static_cast<std::uint16_t>(i);
-    d.sge.addr = reinterpret_cast<std::uintptr_t>(d.buf);
-    d.sge.length = cc.buf_size;
-    d.sge.lkey = cc_.lkey;
-    d.wr.wr_id = dataplane::make_wr_id(&d, dataplane::WrKind::kRecv);
-    d.wr.sg_list = &d.sge;
-    d.wr.num_sge = 1;
-  }
-  cc_.tx.assign(cc.tx_per_conn, dataplane::TxDesc{});
-  cc_.tx_free.assign(cc.tx_per_conn, 0);
-  for (std::uint32_t i = 0; i < cc.tx_per_conn; ++i) {
-    dataplane::TxDesc& d = cc_.tx[i];
-    d.conn = &cc_;
-    d.buf = core.tx_buf(slot_, i);
-    d.index = static_cast<std::uint16_t>(i);
-    cc_.tx_free[cc.tx_per_conn - 1 - i] = static_cast<std::uint16_t>(i);
-  }
-  cc_.tx_free_top = cc.tx_per_conn;
-  cc_.drain = dataplane::TxDesc{};
-  cc_.drain.conn = &cc_;
-  cc_.links.assign(cc.tx_per_conn, 0);
-  cc_.sq_fifo.assign(std::bit_ceil(cc.tx_per_conn + 1 + protocol::kMaxFragments), 0);
-  cc_.early.assign(cc.rx_per_conn, 0);
-  cc_.bulk = cc.bulk_bytes_per_conn != 0 ? core.bulk_buf(slot_) : nullptr;
-  cc_.bulk_size = cc.bulk_bytes_per_conn;
-  cc_.rkey = lc_.role() == Role::kActive ? core.rkey() : 0;  // the passive side never hands out a key
-  cc_.rd_depth = static_cast<std::uint16_t>(
+  setup.qp = qp_.get();
+  setup.send_inline_bytes = caps.max_inline_data;
+  setup.signal_interval = eng_.cfg_.signal_interval;
+  setup.rd_depth = static_cast<std::uint16_t>(
       std::max(1, std::min(eng_.device().limits().max_qp_init_rd_atom, eng_.cfg_.max_rd_atom)));
+  setup.hand_out_rkey = lc_.role() == Role::kActive;
+  dataplane::init_core_conn(cc_, core, slot_, setup);
+  cc_.handle = handle();
   eng_.by_qp_[cc_.qp_num] = this;
   return 0;
 }
@@ -182,21 +120,15 @@ int Connection::create_qp() noexcept {
 int Connection::post_rx() noexcept {
   const std::uint32_t n = lc_.role() == Role::kPassive ? rx_to_post_ : static_cast<std::uint32_t>(cc_.rx.size());
   if (n == 0 || n > cc_.rx.size()) return -EINVAL;
-  for (std::uint32_t i = 0; i < n; ++i) cc_.rx[i].wr.next = i + 1 < n ? &cc_.rx[i + 1].wr : nullptr;
+  const std::vector<dataplane::RecvPost> posts = dataplane::initial_receives(cc_, n);
   cc_.rx_posted = n;  // before the post: a completion may reach the core at once
-  ibv_recv_wr* bad = nullptr;
-  const int rc = ibv_post_recv(cc_.qp, &cc_.rx[0].wr, &bad);
-  for (std::uint32_t i = 0; i < n; ++i) cc_.rx[i].wr.next = nullptr;
-  if (rc != 0) {
-    eng_.log_st("ibv_post_recv of %u buffers on qp 0x%x: %s", n, cc_.qp_num, std::strerror(rc));
-    // Nothing was posted only if the first one failed; otherwise the posted ones flush through the core.
-    if (bad == &cc_.rx[0].wr) {
-      cc_.rx_posted = 0;
-      return -rc;
-    }
-    std::uint32_t posted = 0;
-    for (std::uint32_t i = 0; i < n && &cc_.rx[i].wr != bad; ++i) ++posted;
+  std::string err;
+  const std::uint32_t posted = eng_.backend_->post_receives(*qp_, posts, &err);
+  if (posted != n) {
+    eng_.log_st("%s", err.c_str());
+    // The ones posted flush through the core; nothing posted means nothing to drain.
     cc_.rx_posted = posted;
+    if (posted == 0) return -EIO;
   }
   return 0;
 }
@@ -283,8 +215,8 @@ void Connection::disconnect() noexcept {
 }
 
 void Connection::move_qp_to_err() noexcept {
-  if (cc_.qp == nullptr) return;
-  const int rc = dataplane::VerbsBackend::qp_to_err(cc_.qp);
+  if (qp_ == nullptr) return;
+  const int rc = eng_.backend_->qp_to_err(*qp_);
   if (rc != 0) eng_.log_st("modify qp 0x%x to err: %s", cc_.qp_num, std::strerror(-rc));
 }
 
@@ -298,7 +230,7 @@ void Connection::free_rx() noexcept {
 
 void Connection::destroy_qp() noexcept {
   if (cc_.qp_num != 0) eng_.by_qp_.erase(cc_.qp_num);
-  dataplane::VerbsBackend::destroy_qp(cm_id_);
+  qp_.reset();
   cc_.qp = nullptr;
 }
 

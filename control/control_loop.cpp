@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "control/engine.hpp"
+#include "dataplane/backend/backend_factory.hpp"
 #include "protocol/incarnation.hpp"
 
 namespace rdmagate::control {
@@ -151,12 +152,17 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, std::string* err
     *error = std::string("ibv_alloc_pd: ") + std::strerror(errno);
     return nullptr;
   }
+  e->backend_ = dataplane::make_device_backend(cfg.backend, e->device_->context(), e->pd_, error);
+  if (e->backend_ == nullptr) {
+    *error = cfg.name + ": " + *error;
+    return nullptr;
+  }
   for (std::size_t i = 0; i < cfg.cores.size(); ++i) {
     dataplane::CoreConfig cc = cfg.cores[i];
     cc.access = cfg.passive ? IBV_ACCESS_LOCAL_WRITE
                             : (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
     if (cc.socket < 0 && e->device_->numa_node() >= 0) cc.socket = e->device_->numa_node();
-    auto core = dataplane::CoreResources::create(static_cast<unsigned>(i), cc, e->device_->context(), e->pd_, error);
+    auto core = dataplane::CoreResources::create(static_cast<unsigned>(i), cc, *e->backend_, error);
     if (!core) {
       *error = cfg.name + ": core " + std::to_string(i) + ": " + *error;
       return nullptr;
@@ -220,12 +226,13 @@ Engine::~Engine() {
   for (auto& c : cores_) c->stop.store(true, std::memory_order_release);
   for (unsigned l : launched_lcores_) rte_eal_wait_lcore(l);
   for (auto& [id, c] : conns_) {
-    if (c->cc_.qp != nullptr) c->destroy_qp();
+    if (c->qp_ != nullptr) c->destroy_qp();
     if (c->cm_id_ != nullptr) c->destroy_cm_id();
   }
   conns_.clear();
   for (rdma_cm_id* l : listeners_) rdma_destroy_id(l);
   cores_.clear();
+  backend_.reset();
   for (ibv_mr* mr : mrs_) {
     if (ibv_dereg_mr(mr) != 0) std::fprintf(stderr, "rdmagate: ibv_dereg_mr: %m\n");
   }
@@ -611,10 +618,10 @@ struct Engine::ReplyHandler {
                        : kind == FailureKind::kKeepalive ? "dead peer"
                                                           : "completion error";
     std::string detail = std::to_string(status);
-    if (kind == FailureKind::kProtocol && status < 0x100) {
+    if (kind == FailureKind::kProtocol && status < dataplane::kCreditStatusBase) {
       detail = std::string(protocol::to_string(static_cast<protocol::WireError>(status)));
-    } else if (kind == FailureKind::kProtocol && status < 0x200) {
-      detail = std::string(protocol::to_string(static_cast<protocol::CreditError>(status - 0x100)));
+    } else if (kind == FailureKind::kProtocol && status < dataplane::kUnexpectedStatusBase) {
+      detail = std::string(protocol::to_string(static_cast<protocol::CreditError>(status - dataplane::kCreditStatusBase)));
     } else if (kind == FailureKind::kCompletion) {
       detail = ibv_wc_status_str(static_cast<ibv_wc_status>(status));
     }
@@ -624,7 +631,6 @@ struct Engine::ReplyHandler {
     a.status = static_cast<int>(status);
     c->dispatch(Event::kCoreFailed, a);
   }
-  void on_stats_st(const dataplane::CoreLoad&) {}
 };
 
 void Engine::drain_cores_st() {

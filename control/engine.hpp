@@ -5,8 +5,10 @@
 //
 //   control/engine.hpp         this API, the Connection object (ConnectionOps implementation)
 //   control/control_loop.cpp  setup, the epoll loop, rdma_cm / async-event / core-reply handling, shutdown
-//   control/connection.cpp        ConnectionOps: rdma_cm, QP, rx posting, handoff, timers for one connection
+//   control/connection.cpp    ConnectionOps: rdma_cm, QP, rx posting, handoff, timers for one connection
 //   dataplane/core_loop.hpp   the hot path (CoreLoop<Backend, Service>)
+//   dataplane/backend/        the device backend: chosen here at create (EngineConfig::backend), it makes the
+//                             CQs, QPs and the core regions' registrations; the cores run its hot path
 //
 // Threads: every method here runs on the control thread (the main lcore), except the core loops, which run
 // on their worker lcores and talk to control only through the handoff rings.
@@ -31,7 +33,8 @@
 #include "control/rdma_device.hpp"
 #include "dataplane/core_conn.hpp"
 #include "dataplane/core_resources.hpp"
-#include "dataplane/verbs_backend.hpp"
+#include "dataplane/backend/backend.hpp"
+#include "dataplane/core_runner.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/handshake.hpp"
 
@@ -42,6 +45,7 @@ class Engine;
 struct EngineConfig {
   std::string name = "engine";  // log prefix
   std::string device;           // empty: the only device
+  std::string backend = "auto";  // dataplane.backend: "auto" or a backend's name (backend_factory.hpp)
   bool passive = true;          // passive: our memory is registered IBV_ACCESS_LOCAL_WRITE only
   std::vector<dataplane::CoreConfig> cores;
   protocol::LocalEndpoint local{};   // incarnation 0: process_incarnation()
@@ -93,7 +97,7 @@ struct EngineCounters {
   std::uint64_t handshake_failures = 0;  // complete_connect refused the accept
   std::uint64_t core_failures = 0;       // FAILED replies
   std::uint64_t dead_peers = 0;          // FAILED kKeepalive: the peer stayed silent past the timeout
-  std::array<std::uint64_t, 0x300> failures_by_status{};  // FAILED kProtocol statuses (wire/credit/unexpected)
+  std::array<std::uint64_t, dataplane::kProtocolStatusEnd> failures_by_status{};  // FAILED kProtocol statuses (wire/credit/unexpected)
   std::uint64_t async_events = 0;
   std::array<std::uint64_t, kAsyncEventKindCount> async_by_kind{};  // by AsyncEventKind
   std::uint64_t illegal_events = 0;
@@ -157,7 +161,6 @@ class Connection final : public ConnectionOps {
 
  private:
   friend class Engine;
-  void reset_core_conn() noexcept;
   void set_session(const protocol::Session& s) noexcept;
 
   Engine& eng_;
@@ -167,6 +170,7 @@ class Connection final : public ConnectionOps {
   int core_ = -1;
   int pinned_core_ = -1;  // Engine::connect(core): reserve_core_slot uses only this core
   int slot_ = -1;
+  std::unique_ptr<dataplane::BackendQp> qp_;  // the backend's QP (cc_.qp points at it)
   dataplane::CoreConn cc_;
   std::optional<TimePoint> handshake_deadline_;
   std::optional<TimePoint> reconnect_deadline_;
@@ -189,24 +193,7 @@ class Connection final : public ConnectionOps {
   std::uint32_t rx_to_post_ = 0;
 };
 
-// A core loop as control launches it: one virtual call per core lifetime, never per message.
-class CoreRunner {
- public:
-  virtual ~CoreRunner() = default;
-  virtual int run_st() noexcept = 0;
-};
-
-template <typename Loop>
-class CoreRunnerOf final : public CoreRunner {
- public:
-  template <typename... Args>
-  explicit CoreRunnerOf(Args&&... args) : loop_(std::forward<Args>(args)...) {}
-  int run_st() noexcept override { return loop_.run_st(); }
-  Loop& loop() noexcept { return loop_; }
-
- private:
-  Loop loop_;
-};
+using dataplane::CoreRunner;
 
 class Engine {
  public:
@@ -224,6 +211,8 @@ class Engine {
   ibv_mr* register_memory(void* addr, std::size_t len, int access, std::string* error);
 
   // Launches `runners[i]` on core i's lcore (rte_eal_remote_launch pins it). Call once, after create.
+  // A runner is dataplane::make_core_runner(backend_kind(), core(i), service): the loop of this engine's
+  // backend.
   bool launch_cores(std::vector<std::unique_ptr<CoreRunner>> runners, std::string* error);
 
   // Passive: listen on addr (IPv4 or IPv6 literal) and port (0: ephemeral). Returns the bound port or 0.
@@ -280,6 +269,8 @@ class Engine {
   const dataplane::CoreResources& core(std::size_t i) const noexcept { return *cores_[i]; }
   std::size_t core_count() const noexcept { return cores_.size(); }
   const RdmaDevice& device() const noexcept { return *device_; }
+  dataplane::BackendKind backend_kind() const noexcept { return backend_->kind(); }
+  const char* backend_name() const noexcept { return backend_->name(); }
   // The protection domain every core's memory and QP live in (the client registers caller buffers in it).
   ibv_pd* pd() const noexcept { return pd_; }
   const EngineConfig& config() const noexcept { return cfg_; }
@@ -307,6 +298,7 @@ class Engine {
   EngineConfig cfg_;
   std::unique_ptr<RdmaDevice> device_;
   ibv_pd* pd_ = nullptr;
+  std::unique_ptr<dataplane::DeviceBackend> backend_;
   std::vector<ibv_mr*> mrs_;  // register_memory's, deregistered before the PD
   std::vector<std::unique_ptr<dataplane::CoreResources>> cores_;
   std::vector<std::unique_ptr<CoreRunner>> runners_;

@@ -23,12 +23,11 @@
 #include "control/gateway_cli.hpp"
 #include "control/log.hpp"
 #include "control/rdma_device.hpp"
-#include "dataplane/core_loop.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/huge_buffer.hpp"
 #include "dataplane/object_service.hpp"
 #include "dataplane/store/store.hpp"
-#include "dataplane/verbs_backend.hpp"
+#include "dataplane/backend/backend_factory.hpp"
 #include "telemetry/collector.hpp"
 #include "telemetry/http_server.hpp"
 #include "telemetry/stats.hpp"
@@ -38,7 +37,6 @@ namespace rdmagate::control {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using Loop = dataplane::CoreLoop<dataplane::VerbsBackend, dataplane::ObjectService>;
 
 constexpr auto kPublishEvery = std::chrono::milliseconds(100);
 constexpr auto kPortCheckEvery = std::chrono::milliseconds(500);
@@ -376,7 +374,7 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     sc.arena_lkey = mr->lkey;
     sc.stats = block;
     g->services_.push_back(std::make_unique<dataplane::ObjectService>(sc));
-    runners.push_back(std::make_unique<CoreRunnerOf<Loop>>(g->engine_->core(i), *g->services_.back()));
+    runners.push_back(dataplane::make_core_runner(g->engine_->backend_kind(), g->engine_->core(i), *g->services_.back()));
   }
 
   // 5. Telemetry first, so /readyz explains the rest of the startup; then the cores; then the listeners.

@@ -1,15 +1,14 @@
 #pragma once
-// One connection as a data-plane core sees it: descriptors, credit machine, send/recv staging, and the work
-// request id encoding. The control thread builds it (control/connection.cpp) before any receive is posted; from
-// the first posted receive until the core answers CLOSED, only the owning core writes the fields marked
-// "core".
+// One connection as a data-plane core sees it: descriptors, credit machine, the bulk engine's state, and the
+// work request id encoding. Control builds it (init_core_conn, core_resources.hpp) before any receive is
+// posted; from the first posted receive until the core answers CLOSED, only the owning core writes the
+// fields marked "core". What a work request looks like on the device is the backend's business
+// (dataplane/backend/): nothing here is a verbs structure.
 //
 // wr_id encoding (o2iblnd style): the address of the RxDesc/TxDesc (8-byte aligned) with the work request
 // kind in the low 3 bits, so a completion finds its descriptor, and through it its connection, without a
 // lookup. A completion may arrive before ADOPT (receives are posted before accept): the core finds the
 // connection through the descriptor and parks the message (early rx).
-
-#include <infiniband/verbs.h>
 
 #include <array>
 #include <cstddef>
@@ -18,6 +17,7 @@
 #include <span>
 #include <vector>
 
+#include "dataplane/backend/backend.hpp"
 #include "dataplane/handoff_commands.hpp"
 #include "protocol/credit_machine.hpp"
 #include "protocol/errors.hpp"
@@ -58,8 +58,6 @@ struct alignas(8) RxDesc {
   std::uint8_t* buf = nullptr;
   std::uint32_t byte_len = 0;  // core: of the last completion (early rx parking)
   std::uint16_t index = 0;
-  ibv_recv_wr wr{};
-  ibv_sge sge{};
 };
 
 struct alignas(8) TxDesc {
@@ -68,8 +66,6 @@ struct alignas(8) TxDesc {
   std::uint32_t len = 0;
   std::uint16_t index = 0;
   std::uint8_t type = 0;  // protocol::MessageType of what the buffer holds (counters)
-  ibv_send_wr wr{};
-  ibv_sge sge{};
 };
 
 // SQ FIFO entries that are not tx descriptors: an RDMA READ/WRITE whose completion is reported (marker) and
@@ -118,8 +114,6 @@ struct alignas(8) BulkOp {
   std::uint8_t* local = nullptr;
   std::uint32_t local_lkey = 0;
   bool failed = false;  // a READ/WRITE of the op completed in error or flushed, or was never posted
-  std::array<ibv_send_wr, protocol::kMaxFragments> wr{};
-  std::array<ibv_sge, protocol::kMaxFragments> sge{};
 };
 inline constexpr std::uint32_t kChunkQueue = 4;  // chunk requests a connection may have waiting
 
@@ -141,7 +135,7 @@ struct ServiceConnState {
 struct CoreConn {
   // ---- set by control before the first receive is posted; read-only afterwards ----
   ConnHandle handle{};        // what the core names in CLOSED/FAILED
-  ibv_qp* qp = nullptr;
+  BackendQp* qp = nullptr;          // the backend's QP state (owned by control's Connection)
   std::uint32_t qp_num = 0;
   std::uint32_t lkey = 0;
   std::uint32_t max_inline = 0;      // read back from the QP after creation
@@ -173,22 +167,15 @@ struct CoreConn {
   bool drain_posted = false;
   std::vector<std::uint16_t> early;     // rx indices completed before ADOPT, in order
   std::uint32_t early_count = 0;
-  // Staged work, posted at the end of the burst: receives first, then sends (credits never outrun buffers).
-  ibv_recv_wr* recv_head = nullptr;
-  ibv_recv_wr* recv_tail = nullptr;
-  std::uint32_t recv_staged = 0;
-  ibv_send_wr* send_head = nullptr;
-  ibv_send_wr* send_tail = nullptr;
+  // Work staged on the backend's QP since the last flush (posted at the end of the burst).
+  std::uint32_t staged_recvs = 0;
+  std::uint32_t staged_sends = 0;
   bool dirty = false;
   std::uint32_t owned_index = 0;  // position in the core's owned list
   ServiceConnState svc{};
   BulkOp bulk_op{};
   std::array<ChunkRequest, kChunkQueue> chunk_queue{};
   std::uint32_t chunk_head = 0, chunk_count = 0;
-  std::uint64_t last_activity_tsc = 0;
-
-  // Counters of this connection (summed by the core).
-  std::uint64_t msgs_rx = 0, msgs_tx = 0;
 
   std::uint32_t sq_inflight() const noexcept { return sq_tail - sq_head; }
 };
@@ -198,14 +185,20 @@ enum class CoreError : std::uint8_t {
   kWire = 0,          // decode_message refused a message (by WireError below)
   kCredit = 1,        // the credit machine refused a message (by CreditError below)
   kCompletion = 2,    // a completion with an error status other than flush
-  kPostSend = 3,      // ibv_post_send failed
-  kPostRecv = 4,      // ibv_post_recv failed
+  kPostSend = 3,      // the backend could not post staged sends
+  kPostRecv = 4,      // the backend could not post staged receives
   kTxExhausted = 5,   // no free tx descriptor (sizing bug)
   kEncode = 6,        // encode_message refused what a service built
   kUnexpected = 7,    // a message type the service does not take in this direction
   kDeadPeer = 8,      // nothing received for the dead-peer timeout
 };
 inline constexpr std::size_t kCoreErrorCount = 9;
+
+// Failure statuses the core reports with FailureKind::kProtocol: a WireError below kCreditStatusBase, a
+// CreditError at kCreditStatusBase + code, an unexpected message type at kUnexpectedStatusBase + type.
+inline constexpr std::uint32_t kCreditStatusBase = 0x100;
+inline constexpr std::uint32_t kUnexpectedStatusBase = 0x200;
+inline constexpr std::uint32_t kProtocolStatusEnd = 0x300;  // statuses control counts by value
 
 // Plain per-core counters. Only the owning core writes them; readers tolerate torn/stale values.
 struct CoreCounters {

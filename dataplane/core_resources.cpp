@@ -5,16 +5,19 @@
 #include <cstdio>
 #include <cstring>
 
-#include "dataplane/verbs_backend.hpp"
+#include <algorithm>
+#include <bit>
 
 namespace rdmagate::dataplane {
 
-std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreConfig& cfg, ibv_context* ctx,
-                                                     ibv_pd* pd, std::string* error) {
+std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreConfig& cfg, DeviceBackend& backend,
+                                                     std::string* error) {
   if (cfg.max_conns == 0 || cfg.max_conns > kMaxConnsPerCore || cfg.rx_per_conn == 0 ||
-      cfg.tx_per_conn == 0 || cfg.tx_per_conn >= protocol::TxQueues::kMaxDescriptors || cfg.buf_size < 64) {
+      cfg.tx_per_conn == 0 || cfg.tx_per_conn >= protocol::TxQueues::kMaxDescriptors || cfg.buf_size < 64 ||
+      cfg.check_every == 0 || cfg.check_every > kMaxCheckEvery || !std::has_single_bit(cfg.check_every)) {
     *error = "core " + std::to_string(index) + ": bad sizing (max_conns 1.." + std::to_string(kMaxConnsPerCore) +
-             ", rx/tx per connection >= 1, buffer >= 64 bytes)";
+             ", rx/tx per connection >= 1, buffer >= 64 bytes, control check interval a power of two up to " +
+             std::to_string(kMaxCheckEvery) + ")";
     return nullptr;
   }
   std::unique_ptr<CoreResources> c(new CoreResources());
@@ -22,20 +25,17 @@ std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreC
   c->cfg_ = cfg;
   // Every receive of every slot, every send plus a drain marker per slot, can complete on this CQ.
   const int cqe = static_cast<int>(cfg.max_conns * (cfg.rx_per_conn + cfg.tx_per_conn + 1));
-  c->cq_ = VerbsBackend::create_cq(ctx, cqe, error);
+  c->cq_ = backend.create_cq(cqe, error);
   if (c->cq_ == nullptr) return nullptr;
   const std::size_t bytes = c->slot_bytes() * cfg.max_conns;
-  c->region_ = HugeBuffer::allocate(bytes, cfg.socket, 4096, error);
+  c->region_ = HugeBuffer::allocate(bytes, cfg.socket, 4096, error, cfg.memory);
   if (!c->region_) return nullptr;
   // Registered once for the core's whole life.
-  c->mr_ = ibv_reg_mr(pd, c->region_.data(), bytes, cfg.access);
-  if (c->mr_ == nullptr) {
-    *error = std::string("ibv_reg_mr of ") + std::to_string(bytes) + " bytes: " + std::strerror(errno);
-    return nullptr;
-  }
+  c->mr_ = backend.register_memory(c->region_.data(), bytes, cfg.access, error);
+  if (c->mr_ == nullptr) return nullptr;
   HandoffSizes sizes;
   const std::size_t ring_bytes = CoreHandoff::memsize(sizes);
-  c->ring_mem_ = HugeBuffer::allocate(ring_bytes, cfg.socket, 0, error);
+  c->ring_mem_ = HugeBuffer::allocate(ring_bytes, cfg.socket, 0, error, cfg.memory);
   if (!c->ring_mem_) return nullptr;
   const int rc = c->handoff_.init(c->ring_mem_.data(), c->ring_mem_.size(), sizes, index);
   if (rc != 0) {
@@ -51,9 +51,10 @@ std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreC
   return c;
 }
 
+// The registration goes before the CQ and the region (member order would free the region first).
 CoreResources::~CoreResources() {
-  if (mr_ != nullptr && ibv_dereg_mr(mr_) != 0) std::fprintf(stderr, "rdmagate: ibv_dereg_mr: %m\n");
-  VerbsBackend::destroy_cq(cq_);
+  mr_.reset();
+  cq_.reset();
 }
 
 int CoreResources::alloc_slot_st() noexcept {
@@ -68,6 +69,74 @@ void CoreResources::free_slot_st(int slot) noexcept {
   if (slot < 0 || static_cast<std::uint32_t>(slot) >= cfg_.max_conns) return;
   free_slots_.push_back(slot);
   --used_;
+}
+
+std::uint32_t send_queue_depth(const CoreConfig& cfg) noexcept {
+  return cfg.tx_per_conn + 1 + protocol::kMaxFragments;
+}
+
+void init_core_conn(CoreConn& cc, CoreResources& core, int slot, const CoreConnSetup& setup) {
+  const CoreConfig& cfg = core.config();
+  const QpInfo& g = setup.granted;
+  cc.qp = setup.qp;
+  cc.qp_num = g.qp_num;
+  cc.state = CoreConnState::kPosted;
+  cc.rx_posted = 0;
+  cc.credits.reset();
+  cc.lkey = core.lkey();
+  // The device may grant more than asked; the configured size is what we inline.
+  cc.max_inline = std::min({g.max_inline_data, setup.send_inline_bytes, cfg.buf_size});
+  cc.buf_size = cfg.buf_size;
+  cc.sq_depth = g.max_send_wr;
+  cc.signal_interval = static_cast<std::uint16_t>(
+      std::max<std::uint32_t>(1, std::min<std::uint32_t>(setup.signal_interval, g.max_send_wr / 4)));
+  cc.rx.assign(cfg.rx_per_conn, RxDesc{});
+  for (std::uint32_t i = 0; i < cfg.rx_per_conn; ++i) {
+    cc.rx[i].conn = &cc;
+    cc.rx[i].buf = core.rx_buf(slot, i);
+    cc.rx[i].index = static_cast<std::uint16_t>(i);
+  }
+  cc.tx.assign(cfg.tx_per_conn, TxDesc{});
+  cc.tx_free.assign(cfg.tx_per_conn, 0);
+  for (std::uint32_t i = 0; i < cfg.tx_per_conn; ++i) {
+    cc.tx[i].conn = &cc;
+    cc.tx[i].buf = core.tx_buf(slot, i);
+    cc.tx[i].index = static_cast<std::uint16_t>(i);
+    cc.tx_free[cfg.tx_per_conn - 1 - i] = static_cast<std::uint16_t>(i);
+  }
+  cc.tx_free_top = cfg.tx_per_conn;
+  cc.drain = TxDesc{};
+  cc.drain.conn = &cc;
+  cc.links.assign(cfg.tx_per_conn, 0);
+  cc.sq_fifo.assign(std::bit_ceil(send_queue_depth(cfg)), 0);
+  cc.sq_head = cc.sq_tail = 0;
+  cc.quiesce_sq_mark = 0;
+  cc.unsignaled = 0;
+  cc.drain_posted = false;
+  cc.early.assign(cfg.rx_per_conn, 0);
+  cc.early_count = 0;
+  cc.staged_recvs = cc.staged_sends = 0;
+  cc.dirty = false;
+  cc.owned_index = UINT32_MAX;
+  cc.svc = ServiceConnState{};
+  cc.bulk_op = BulkOp{};
+  cc.bulk_op.conn = &cc;
+  cc.chunk_head = cc.chunk_count = 0;
+  cc.bulk = cfg.bulk_bytes_per_conn != 0 ? core.bulk_buf(slot) : nullptr;
+  cc.bulk_size = cfg.bulk_bytes_per_conn;
+  cc.rkey = setup.hand_out_rkey ? core.rkey() : 0;  // the passive side never hands out a key
+  cc.rd_depth = setup.rd_depth;
+}
+
+std::vector<RecvPost> initial_receives(const CoreConn& cc, std::uint32_t n) {
+  std::vector<RecvPost> posts;
+  posts.reserve(n);
+  for (std::uint32_t i = 0; i < n && i < cc.rx.size(); ++i) {
+    const RxDesc& d = cc.rx[i];
+    posts.push_back(RecvPost{make_wr_id(&d, WrKind::kRecv),
+                             Segment{reinterpret_cast<std::uintptr_t>(d.buf), cc.buf_size, cc.lkey}});
+  }
+  return posts;
 }
 
 }  // namespace rdmagate::dataplane

@@ -1,14 +1,14 @@
 #pragma once
-// Per-core resources (setup side; control thread): the core's CQ, its hugepage region registered ONCE on
-// the device's PD, the fixed connection slots carved out of that region (rx buffers and tx buffers per
-// slot), and the core's pair of handoff rings. The core loop (core_loop.hpp) uses them; control allocates
-// and frees slots.
+// Per-core resources (setup side; control thread): the core's CQ, its hugepage region registered ONCE
+// through the device backend, the fixed connection slots carved out of that region (rx buffers and tx
+// buffers per slot), and the core's pair of handoff rings. The core loop (core_loop.hpp) uses them; control
+// allocates and frees slots and builds each connection's descriptors over its slot (init_core_conn).
 //
 // Memory: one HugeBuffer (rte_malloc on the core's socket) holding every slot's buffers:
 //   slot s: [rx_per_conn x buf_size][tx_per_conn x buf_size][bulk_bytes_per_conn]
 // registered with `access` (IBV_ACCESS_LOCAL_WRITE only on the passive side).
 
-#include <infiniband/verbs.h>
+#include <infiniband/verbs.h>  // IBV_ACCESS_* flags
 
 #include <atomic>
 #include <cstdint>
@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/backend/backend.hpp"
 #include "dataplane/core_conn.hpp"
 #include "dataplane/handoff_ring.hpp"
 #include "dataplane/huge_buffer.hpp"
@@ -28,6 +29,7 @@ namespace rdmagate::dataplane {
 
 // Replies a core can owe: one FAILED and one CLOSED per connection it may hold.
 inline constexpr std::uint32_t kMaxConnsPerCore = 512;
+inline constexpr std::uint32_t kMaxCheckEvery = 65536;
 inline constexpr std::uint32_t kCorePendingReplies = 2 * kMaxConnsPerCore;
 using EngineCoreMailbox = CoreMailbox<kCorePendingReplies>;
 
@@ -47,25 +49,30 @@ struct CoreConfig {
   std::uint32_t buf_size = 4096;  // bytes per buffer (>= max message size)
   int access = IBV_ACCESS_LOCAL_WRITE;
   std::uint32_t poll_burst = 32;
+  // Loop iterations between checks of the control ring (a power of two; dataplane.control_check_interval).
+  std::uint32_t check_every = EngineCoreMailbox::kCheckEvery;
   IdlePolicy idle = IdlePolicy::kBusy;
   std::uint32_t idle_yield_after = 256;
   std::uint32_t bulk_bytes_per_conn = 0;  // per-connection bulk buffer (chunk READ target / WRITE source)
   std::uint64_t keepalive_us = 0;       // 0: no keepalive NOOPs
   std::uint64_t dead_peer_us = 0;       // 0: never declare a peer dead
+  // Where the region and rings live: the EAL heap (hugepages) in the engine; plain heap memory for host
+  // tests of the core loop, which run without EAL.
+  HugeBufferKind memory = HugeBufferKind::kMalloc;
 };
 
 class CoreResources {
  public:
   // Builds everything; nullptr and *error on failure (partial state is undone).
-  static std::unique_ptr<CoreResources> create(unsigned index, const CoreConfig& cfg, ibv_context* ctx,
-                                               ibv_pd* pd, std::string* error);
+  static std::unique_ptr<CoreResources> create(unsigned index, const CoreConfig& cfg, DeviceBackend& backend,
+                                               std::string* error);
   ~CoreResources();
   CoreResources(const CoreResources&) = delete;
   CoreResources& operator=(const CoreResources&) = delete;
 
   unsigned index() const noexcept { return index_; }
   const CoreConfig& config() const noexcept { return cfg_; }
-  ibv_cq* cq() const noexcept { return cq_; }
+  BackendCq& cq() const noexcept { return *cq_; }
   std::uint32_t lkey() const noexcept { return mr_->lkey; }
   // Remote key of the core's region: meaningful only on the active side (the passive side registers
   // IBV_ACCESS_LOCAL_WRITE only and never hands a key out).
@@ -110,8 +117,8 @@ class CoreResources {
 
   unsigned index_ = 0;
   CoreConfig cfg_{};
-  ibv_cq* cq_ = nullptr;
-  ibv_mr* mr_ = nullptr;
+  std::unique_ptr<BackendCq> cq_;
+  std::unique_ptr<BackendMr> mr_;
   HugeBuffer region_;
   HugeBuffer ring_mem_;
   CoreHandoff handoff_;
@@ -120,5 +127,26 @@ class CoreResources {
   std::vector<int> free_slots_;
   std::uint32_t used_ = 0;
 };
+
+// What a connection's QP is, once created on core `core` in slot `slot`: what init_core_conn needs.
+struct CoreConnSetup {
+  BackendQp* qp = nullptr;
+  QpInfo granted{};
+  std::uint32_t send_inline_bytes = 0;  // what the engine inlines at most (capped by the grant, the buffer)
+  std::uint16_t signal_interval = 8;    // one signaled send per N (capped by the SQ depth)
+  std::uint16_t rd_depth = 1;           // RDMA READs in flight at most
+  bool hand_out_rkey = false;           // active side: chunk requests may name the core region
+};
+
+// Send work requests a connection may have on its QP at once: its messages, the drain marker, and one
+// chunk's RDMA READs/WRITEs. Control asks the backend for this send queue depth.
+std::uint32_t send_queue_depth(const CoreConfig& cfg) noexcept;
+
+// Resets `cc` and builds its descriptors over slot `slot` of `core` (control thread, before any receive of
+// the connection is posted); the core only reuses them.
+void init_core_conn(CoreConn& cc, CoreResources& core, int slot, const CoreConnSetup& setup);
+
+// The receives control posts before accept/connect: the first `n` of the connection's rx descriptors.
+std::vector<RecvPost> initial_receives(const CoreConn& cc, std::uint32_t n);
 
 }  // namespace rdmagate::dataplane

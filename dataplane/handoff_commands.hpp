@@ -73,7 +73,6 @@ enum class FailureKind : std::uint8_t {
 enum class ConfigKey : std::uint16_t {
   kKeepaliveIntervalUs = 1,  // idle time after which a core sends a keepalive NOOP
   kPeerDeadTimeoutUs = 2,    // silence after which a core declares the peer dead (FAILED kKeepalive)
-  kStatsIntervalMs = 3,      // how often the core sends STATS (0 = never)
   kQuiesce = 4,  // 1 = stop starting new requests, finish in-flight ones (SIGTERM drain); 0 = resume
 };
 
@@ -92,7 +91,6 @@ enum class ToControlOp : std::uint8_t {
   kInvalid = 0,  // zero-filled slot: never sent; counted as a bug on receipt
   kClosed = 1,  // the core has drained the connection and dropped every reference: control may destroy it now
   kFailed = 2,  // the core hit an error on a connection it still owns; control should answer CLOSE
-  kStats = 3,   // periodic load report and heartbeat (owned connections, busy ratio, loop counter)
 };
 
 // One control -> core command: 16 bytes, copied into the ring slot.
@@ -118,22 +116,13 @@ struct alignas(16) ToCore {
   friend bool operator==(const ToCore&, const ToCore&) = default;
 };
 
-// A core's load as reported in STATS. Control uses it to pick the least-loaded core and as a liveness
-// heartbeat: a core whose loop counter stops moving has stalled, which is a bug (Seastar: a reactor stall is
-// a bug).
-struct CoreLoad {
-  std::uint32_t owned_connections = 0;
-  std::uint16_t busy_permille = 0;  // busy TSC / (busy + idle TSC) since the previous report, 0..1000
-  std::uint64_t loop_iterations = 0;
-};
-
 // One core -> control reply: 16 bytes, copied into the ring slot.
 struct alignas(16) ToControl {
   ToControlOp op = ToControlOp::kInvalid;
   std::uint8_t kind = 0;      // kFailed: FailureKind
-  std::uint16_t aux16 = 0;    // kStats: busy_permille
-  std::uint32_t aux32 = 0;    // kFailed: status; kStats: owned_connections
-  std::uint64_t payload = 0;  // kClosed/kFailed: ConnHandle; kStats: loop_iterations
+  std::uint16_t aux16 = 0;    // zero
+  std::uint32_t aux32 = 0;    // kFailed: status
+  std::uint64_t payload = 0;  // kClosed/kFailed: ConnHandle
 
   static ToControl closed(ConnHandle conn) noexcept {
     return ToControl{ToControlOp::kClosed, 0, 0, 0, conn.value};
@@ -141,15 +130,10 @@ struct alignas(16) ToControl {
   static ToControl failed(ConnHandle conn, FailureKind k, std::uint32_t status) noexcept {
     return ToControl{ToControlOp::kFailed, static_cast<std::uint8_t>(k), 0, status, conn.value};
   }
-  static ToControl stats(const CoreLoad& load) noexcept {
-    return ToControl{ToControlOp::kStats, 0, load.busy_permille, load.owned_connections,
-                     load.loop_iterations};
-  }
 
   ConnHandle conn() const noexcept { return ConnHandle{payload}; }
   FailureKind failure_kind() const noexcept { return static_cast<FailureKind>(kind); }
   std::uint32_t status() const noexcept { return aux32; }
-  CoreLoad load() const noexcept { return CoreLoad{aux32, aux16, payload}; }
   friend bool operator==(const ToControl&, const ToControl&) = default;
 };
 

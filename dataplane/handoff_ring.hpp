@@ -290,30 +290,26 @@ concept CoreCommandHandler = requires(H& h, ConnHandle c, CloseReason r, ConfigK
 // What control provides to act on a core's replies. Called from ControlMailbox::drain_st, on the control
 // thread.
 template <typename H>
-concept ControlReplyHandler = requires(H& h, ConnHandle c, FailureKind f, std::uint32_t status,
-                                       const CoreLoad& load) {
+concept ControlReplyHandler = requires(H& h, ConnHandle c, FailureKind f, std::uint32_t status) {
   h.on_closed_st(c);
   h.on_failed_st(c, f, status);
-  h.on_stats_st(load);
 };
 
 // Plain per-core counters (summed at scrape time, never atomics).
 struct CoreMailboxCounters {
-  std::uint64_t checks = 0;            // ring checks actually performed (every kCheckEvery iterations)
+  std::uint64_t checks = 0;            // ring checks actually performed (every check_every iterations)
   std::uint64_t commands = 0;          // commands dequeued and dispatched
   std::uint64_t invalid_commands = 0;  // unknown op or null connection: dropped, never acted on
   std::uint64_t replies = 0;           // replies put on the ring
   std::uint64_t replies_deferred = 0;  // replies that had to wait in the pending FIFO (ring was full)
   std::uint64_t reply_overflows = 0;   // pending FIFO full too: a sizing bug, see CoreMailbox
-  std::uint64_t stats_coalesced = 0;   // STATS replaced by a newer one before it could be sent
 };
 
 // The data-plane core's end of the handoff. Lives in the core's own memory; every method runs on the core.
 //
 // kPendingCapacity sizes the FIFO that holds replies while the core->control ring is full. Size it to at
 // least 2 x the connections a core may own (each can owe one FAILED and one CLOSED); then a reply can never
-// be lost, however long control stalls. STATS is not queued: only the newest one is kept (older load figures
-// are useless).
+// be lost, however long control stalls.
 template <std::uint32_t kPendingCapacity>
 class CoreMailbox {
  public:
@@ -321,7 +317,7 @@ class CoreMailbox {
   static constexpr std::uint32_t kCheckEvery = 16;
   // Commands handled per check: bounded so a flood of CLOSEs cannot stall the completion loop.
   static constexpr std::uint32_t kBurst = 32;
-  static_assert(std::has_single_bit(kCheckEvery), "poll_st masks the loop counter");
+  static_assert(std::has_single_bit(kCheckEvery), "the core loop masks its iteration counter");
   static_assert(std::has_single_bit(kPendingCapacity), "pending FIFO indexes with a mask");
   static_assert(kPendingCapacity >= kBurst, "a full burst of CLOSEs answered at once must fit");
 
@@ -331,15 +327,6 @@ class CoreMailbox {
   CoreMailbox& operator=(const CoreMailbox&) = delete;
 
   bool valid() const noexcept { return in_.valid() && out_.valid(); }
-
-  // The call the core loop makes every iteration: cheap and almost always a single predictable branch.
-  template <CoreCommandHandler H>
-  std::uint32_t poll_st(std::uint64_t iteration, H& handler) noexcept {
-    if ((iteration & (kCheckEvery - 1)) != 0) [[likely]] {
-      return 0;
-    }
-    return check_st(handler);
-  }
 
   // Retries deferred replies first (so they keep their order ahead of anything the handler answers now), then
   // dispatches at most one burst of commands. Returns the number of commands dispatched.
@@ -375,15 +362,7 @@ class CoreMailbox {
   [[nodiscard]] bool failed_st(ConnHandle conn, FailureKind kind, std::uint32_t status) noexcept {
     return reply_st(ToControl::failed(conn, kind, status));
   }
-  // Latest-wins: a STATS that cannot be sent now replaces any older unsent one.
-  void stats_st(const CoreLoad& load) noexcept {
-    if (stats_waiting_) ++counters_.stats_coalesced;
-    stats_ = ToControl::stats(load);
-    stats_waiting_ = true;
-    flush_st();
-  }
-
-  // Pushes deferred replies (oldest first), then a waiting STATS. Returns how many replies still wait.
+  // Pushes deferred replies (oldest first). Returns how many replies still wait.
   std::uint32_t flush_st() noexcept {
     while (pending_size() != 0) {
       const std::uint32_t head = head_ & kMask;
@@ -394,15 +373,10 @@ class CoreMailbox {
       counters_.replies += sent;
       if (sent < contiguous) break;
     }
-    if (stats_waiting_ && pending_size() == 0 && out_.try_enqueue_st(stats_)) {
-      stats_waiting_ = false;
-      ++counters_.replies;
-    }
     return pending_size();
   }
 
   std::uint32_t pending_st() const noexcept { return pending_size(); }
-  bool stats_waiting_st() const noexcept { return stats_waiting_; }
   const CoreMailboxCounters& counters() const noexcept { return counters_; }
 
  private:
@@ -435,8 +409,6 @@ class CoreMailbox {
   // Free-running indices; unsigned wrap-around keeps tail_ - head_ correct.
   std::uint32_t head_ = 0;
   std::uint32_t tail_ = 0;
-  bool stats_waiting_ = false;
-  ToControl stats_{};
   CoreMailboxCounters counters_{};
   std::array<ToControl, kPendingCapacity> pending_{};
 };
@@ -529,9 +501,6 @@ class ControlMailbox {
       case ToControlOp::kFailed:
         if (!msg.conn().valid()) break;
         handler.on_failed_st(msg.conn(), msg.failure_kind(), msg.status());
-        return;
-      case ToControlOp::kStats:
-        handler.on_stats_st(msg.load());
         return;
       case ToControlOp::kInvalid:
         break;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <utility>
 
 namespace rdmagate::dataplane {
@@ -29,6 +30,7 @@ HugeBuffer& HugeBuffer::operator=(HugeBuffer&& other) noexcept {
     zone_ = std::exchange(other.zone_, nullptr);
     page_size_ = std::exchange(other.page_size_, 0);
     iova_ = std::exchange(other.iova_, 0);
+    align_ = std::exchange(other.align_, 0);
   }
   return *this;
 }
@@ -46,6 +48,15 @@ HugeBuffer HugeBuffer::allocate(size_t bytes, int socket, size_t align, std::str
   if (align > UINT32_MAX) return fail("huge buffer: alignment too large");
 
   b.kind_ = kind;
+  if (kind == HugeBufferKind::kHeap) {
+    b.data_ = ::operator new(bytes, std::align_val_t{align}, std::nothrow);
+    if (b.data_ == nullptr) return fail("huge buffer: heap allocation of " + std::to_string(bytes) + " bytes failed");
+    std::memset(b.data_, 0, bytes);
+    b.size_ = bytes;
+    b.socket_ = socket;
+    b.align_ = align;
+    return b;
+  }
   if (kind == HugeBufferKind::kMalloc) {
     rte_errno = 0;
     b.data_ = rte_zmalloc_socket("rdmagate_buf", bytes, static_cast<unsigned>(align), socket);
@@ -83,6 +94,8 @@ void HugeBuffer::reset() {
     const int ret = rte_memzone_free(zone_);
     if (ret != 0) std::fprintf(stderr, "rdmagate: memzone free failed: %s\n", rte_strerror(-ret));
     zone_ = nullptr;
+  } else if (data_ != nullptr && kind_ == HugeBufferKind::kHeap) {
+    ::operator delete(data_, std::align_val_t{align_});
   } else if (data_ != nullptr) {
     rte_free(data_);
   }

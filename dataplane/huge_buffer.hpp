@@ -15,6 +15,7 @@ namespace rdmagate::dataplane {
 enum class HugeBufferKind : uint8_t {
   kMalloc = 1,   // rte_zmalloc_socket: EAL heap
   kMemzone = 2,  // rte_memzone_reserve_aligned: a named zone, visible in memzone dumps
+  kHeap = 3,     // the C++ heap, no EAL: host tests of the core loop (never registered with a real device)
 };
 
 class HugeBuffer {
@@ -27,7 +28,7 @@ class HugeBuffer {
   HugeBuffer& operator=(const HugeBuffer&) = delete;
 
   // Allocates `bytes` zeroed bytes aligned to `align` (a power of two; 0 means the cache line) on
-  // `socket` (-1: any). EAL must be initialised. On failure returns an empty buffer and fills *error.
+  // `socket` (-1: any). EAL must be initialised, except for kHeap. On failure returns an empty buffer and fills *error.
   // `name` is the memzone name (unique per process; empty: generated); unused for kMalloc.
   static HugeBuffer allocate(size_t bytes, int socket, size_t align, std::string* error,
                              HugeBufferKind kind = HugeBufferKind::kMalloc, const std::string& name = {});
@@ -52,6 +53,7 @@ class HugeBuffer {
   const rte_memzone* zone_{nullptr};
   uint64_t page_size_{0};
   uint64_t iova_{0};
+  size_t align_{0};  // kHeap: what the aligned delete needs
 };
 
 }  // namespace rdmagate::dataplane

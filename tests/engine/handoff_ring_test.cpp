@@ -26,7 +26,7 @@ struct TestRing {
 };
 
 ToCore seq_cmd(std::uint64_t i) {
-  return ToCore::config(ConfigKey::kStatsIntervalMs, i);
+  return ToCore::config(ConfigKey::kKeepaliveIntervalUs, i);
 }
 
 TEST(HandoffCommands, FactoriesRoundTrip) {
@@ -51,10 +51,6 @@ TEST(HandoffCommands, FactoriesRoundTrip) {
   EXPECT_EQ(failed.conn(), h);
   EXPECT_EQ(failed.failure_kind(), FailureKind::kProtocol);
   EXPECT_EQ(failed.status(), 42u);
-  const ToControl stats = ToControl::stats(CoreLoad{7, 550, 123456789012ULL});
-  EXPECT_EQ(stats.load().owned_connections, 7u);
-  EXPECT_EQ(stats.load().busy_permille, 550u);
-  EXPECT_EQ(stats.load().loop_iterations, 123456789012ULL);
   EXPECT_EQ(ToControl::closed(h).op, ToControlOp::kClosed);
 
   EXPECT_EQ(close_reason_for(FailureKind::kCompletion), CloseReason::kCompletionError);
@@ -277,32 +273,10 @@ struct RecordingControl {
   void on_failed_st(ConnHandle c, FailureKind k, std::uint32_t s) {
     seen.push_back(ToControl::failed(c, k, s));
   }
-  void on_stats_st(const CoreLoad& l) { seen.push_back(ToControl::stats(l)); }
 };
 
 static_assert(CoreCommandHandler<RecordingCore>);
 static_assert(ControlReplyHandler<RecordingControl>);
-
-TEST(CoreMailbox, ChecksTheRingOnlyEveryKCheckEveryIterations) {
-  Pair p({64, 64});
-  ASSERT_EQ(p.rc, 0);
-  CoreMailbox<64> core(p.h.to_core().take_consumer(), p.h.to_control().take_producer());
-  ControlMailbox control(p.h.to_core().take_producer(), p.h.to_control().take_consumer());
-  ASSERT_TRUE(core.valid() && control.valid());
-  RecordingCore handler;
-
-  control.send_st(ToCore::adopt(ConnHandle{5}));
-  // Iterations 1..15 do not look at the ring even though a command waits.
-  for (std::uint64_t i = 1; i < CoreMailbox<64>::kCheckEvery; ++i) EXPECT_EQ(core.poll_st(i, handler), 0u);
-  EXPECT_TRUE(handler.seen.empty());
-  EXPECT_EQ(core.counters().checks, 0u);
-  EXPECT_EQ(core.poll_st(CoreMailbox<64>::kCheckEvery, handler), 1u);
-  ASSERT_EQ(handler.seen.size(), 1u);
-  EXPECT_EQ(handler.seen[0], ToCore::adopt(ConnHandle{5}));
-
-  for (std::uint64_t i = CoreMailbox<64>::kCheckEvery + 1; i <= 1600; ++i) core.poll_st(i, handler);
-  EXPECT_EQ(core.counters().checks, 1600u / CoreMailbox<64>::kCheckEvery);
-}
 
 TEST(CoreMailbox, DispatchesTypedCommandsInBoundedBurstsAndCountsInvalidOnes) {
   Pair p({256, 64});
@@ -353,31 +327,22 @@ TEST(CoreMailbox, RepliesWaitWhenTheRingIsFullAndKeepTheirOrder) {
   EXPECT_EQ(core.pending_st(), 6u);
   EXPECT_EQ(core.counters().replies, 4u);
   EXPECT_EQ(core.counters().replies_deferred, 6u);
-  // A STATS while replies wait is held back (latest wins) and goes after them.
-  core.stats_st(CoreLoad{1, 100, 1000});
-  core.stats_st(CoreLoad{2, 200, 2000});
-  EXPECT_TRUE(core.stats_waiting_st());
-  EXPECT_EQ(core.counters().stats_coalesced, 1u);
-
   // Nothing is retried until the core's next check; checks with a still-full ring change nothing.
   EXPECT_EQ(core.check_st(core_handler), 0u);
   EXPECT_EQ(core.pending_st(), 6u);
 
   std::size_t rounds = 0;
-  while (control_handler.seen.size() < 11 && rounds++ < 10) {
+  while (control_handler.seen.size() < 10 && rounds++ < 10) {
     control.drain_st(control_handler);
     core.check_st(core_handler);
   }
-  ASSERT_EQ(control_handler.seen.size(), 11u);
+  ASSERT_EQ(control_handler.seen.size(), 10u);
   for (std::uint64_t i = 1; i <= 10; ++i) {
     const ToControl& m = control_handler.seen[i - 1];
     EXPECT_EQ(m.conn().value, i);
     EXPECT_EQ(m.op, i % 2 == 0 ? ToControlOp::kClosed : ToControlOp::kFailed);
   }
-  EXPECT_EQ(control_handler.seen[10].op, ToControlOp::kStats);
-  EXPECT_EQ(control_handler.seen[10].load().owned_connections, 2u);
   EXPECT_EQ(core.pending_st(), 0u);
-  EXPECT_FALSE(core.stats_waiting_st());
   EXPECT_EQ(core.counters().reply_overflows, 0u);
 }
 
@@ -493,22 +458,19 @@ TEST(Mailboxes, ControlAndCoreThreadsHandOffAMillionCommands) {
   std::thread core_thread([&] {
     for (std::uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
       // A real core never yields; this host may be shared with compilers, so give the CPU away when idle.
-      if (core.poll_st(i, core_side) == 0 && (i & (CoreMailbox<kPending>::kCheckEvery - 1)) == 0) {
+      if ((i & (CoreMailbox<kPending>::kCheckEvery - 1)) == 0 && core.check_st(core_side) == 0) {
         std::this_thread::yield();
       }
-      if ((i & 0xFFFF) == 0) core.stats_st(CoreLoad{static_cast<std::uint32_t>(core_side.owned), 500, i});
     }
   });
 
   struct ControlSide {
     std::uint64_t next_closed = 1;
     std::uint64_t errors = 0;
-    std::uint64_t stats = 0;
     void on_closed_st(ConnHandle c) {
       if (c.value != next_closed++) ++errors;
     }
     void on_failed_st(ConnHandle, FailureKind, std::uint32_t) { ++errors; }
-    void on_stats_st(const CoreLoad&) { ++stats; }
   } control_side;
 
   std::uint64_t sent = 0;

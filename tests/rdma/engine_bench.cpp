@@ -18,7 +18,7 @@
 
 #include "control/engine.hpp"
 #include "control/rdma_device.hpp"
-#include "dataplane/core_loop.hpp"
+#include "dataplane/backend/backend_factory.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/services.hpp"
 #include "tests/rdma/rdma_test_support.hpp"
@@ -107,14 +107,11 @@ int main(int argc, char** argv) {
   auto svc = std::make_unique<dataplane::EchoClientService>(ccfg, results);
   std::vector<std::unique_ptr<control::CoreRunner>> sr, cr;
   if (echo_mode) {
-    sr.push_back(std::make_unique<control::CoreRunnerOf<dataplane::CoreLoop<dataplane::VerbsBackend,
-                                                                             dataplane::EchoService>>>(server->core(0), echo));
+    sr.push_back(dataplane::make_core_runner(server->backend_kind(), server->core(0), echo));
   } else {
-    sr.push_back(std::make_unique<control::CoreRunnerOf<dataplane::CoreLoop<dataplane::VerbsBackend,
-                                                                             dataplane::SinkService>>>(server->core(0), sink));
+    sr.push_back(dataplane::make_core_runner(server->backend_kind(), server->core(0), sink));
   }
-  cr.push_back(std::make_unique<control::CoreRunnerOf<dataplane::CoreLoop<dataplane::VerbsBackend,
-                                                                           dataplane::EchoClientService>>>(client->core(0), *svc));
+  cr.push_back(dataplane::make_core_runner(client->backend_kind(), client->core(0), *svc));
   if (!server->launch_cores(std::move(sr), &err) || !client->launch_cores(std::move(cr), &err)) {
     std::fprintf(stderr, "engine_bench: %s\n", err.c_str());
     return 1;

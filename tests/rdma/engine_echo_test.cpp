@@ -25,7 +25,7 @@
 
 #include "control/engine.hpp"
 #include "control/rdma_device.hpp"
-#include "dataplane/core_loop.hpp"
+#include "dataplane/backend/backend_factory.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/services.hpp"
 #include "protocol/incarnation.hpp"
@@ -36,8 +36,6 @@ namespace {
 using namespace rdmagate;
 using control::Engine;
 using control::EngineConfig;
-using dataplane::CoreLoop;
-using dataplane::VerbsBackend;
 using Clock = std::chrono::steady_clock;
 
 std::string g_device;
@@ -78,8 +76,6 @@ EngineConfig engine_config(const char* name, bool passive, unsigned lcore) {
   return e;
 }
 
-using ServerLoop = CoreLoop<VerbsBackend, dataplane::EchoService>;
-using ClientLoop = CoreLoop<VerbsBackend, dataplane::EchoClientService>;
 
 // Polls every engine's control loop (in argument order) until pred() or the deadline.
 template <typename Pred, typename... Engines>
@@ -108,12 +104,12 @@ void create_engine(const EngineConfig& cfg, std::unique_ptr<Engine>& out) {
   ASSERT_TRUE(out) << err;
 }
 
-// Launches engine's cores: core i runs a Loop over the i-th service.
-template <typename Loop, typename... Services>
+// Launches engine's cores: core i runs the engine's loop over the i-th service.
+template <typename... Services>
 void launch(Engine& engine, Services&... services) {
   std::vector<std::unique_ptr<control::CoreRunner>> runners;
   std::size_t core = 0;
-  (runners.push_back(std::make_unique<control::CoreRunnerOf<Loop>>(engine.core(core++), services)), ...);
+  (runners.push_back(dataplane::make_core_runner(engine.backend_kind(), engine.core(core++), services)), ...);
   std::string err;
   ASSERT_TRUE(engine.launch_cores(std::move(runners), &err)) << err;
 }
@@ -173,11 +169,11 @@ struct EchoPair {
     std::vector<std::unique_ptr<control::CoreRunner>> sr, cr;
     for (std::size_t i = 0; i < scfg.cores.size(); ++i) {
       echo.push_back(std::make_unique<dataplane::EchoService>());
-      sr.push_back(std::make_unique<control::CoreRunnerOf<ServerLoop>>(server->core(i), *echo.back()));
+      sr.push_back(dataplane::make_core_runner(server->backend_kind(), server->core(i), *echo.back()));
     }
     for (std::size_t i = 0; i < ccfg.cores.size(); ++i) {
       client_svc.push_back(std::make_unique<dataplane::EchoClientService>(load, results));
-      cr.push_back(std::make_unique<control::CoreRunnerOf<ClientLoop>>(client->core(i), *client_svc.back()));
+      cr.push_back(dataplane::make_core_runner(client->backend_kind(), client->core(i), *client_svc.back()));
     }
     ASSERT_TRUE(server->launch_cores(std::move(sr), &err)) << err;
     ASSERT_TRUE(client->launch_cores(std::move(cr), &err)) << err;
@@ -264,9 +260,9 @@ TEST(EngineHandshake, VersionMismatchRejectedIncompatibleAndLargerDepthClamped) 
   ASSERT_NO_FATAL_FAILURE(create_engine(bad_cfg, bad));
   dataplane::EchoClientResults bad_results;
   auto bad_svc = std::make_unique<dataplane::EchoClientService>(dataplane::EchoClientConfig{}, bad_results);
-  ASSERT_NO_FATAL_FAILURE(launch<ClientLoop>(*bad, *bad_svc));
+  ASSERT_NO_FATAL_FAILURE(launch(*bad, *bad_svc));
   dataplane::EchoService echo;
-  ASSERT_NO_FATAL_FAILURE(launch<ServerLoop>(*server, echo));
+  ASSERT_NO_FATAL_FAILURE(launch(*server, echo));
   std::uint16_t port = 0;
   ASSERT_NO_FATAL_FAILURE(listen_on(*server, rxe_addr(), port));
 
@@ -295,7 +291,7 @@ TEST(EngineHandshake, VersionMismatchRejectedIncompatibleAndLargerDepthClamped) 
   ASSERT_NO_FATAL_FAILURE(create_engine(deep_cfg, client));
   dataplane::EchoClientResults results;
   auto client_svc = std::make_unique<dataplane::EchoClientService>(echo_load(1000, kInlineMax, 24), results);
-  ASSERT_NO_FATAL_FAILURE(launch<ClientLoop>(*client, *client_svc));
+  ASSERT_NO_FATAL_FAILURE(launch(*client, *client_svc));
   const std::uint64_t cid = client->connect(rxe_addr(), port, &err);
   ASSERT_NE(cid, 0u) << err;
   EXPECT_TRUE(poll_both(
@@ -328,7 +324,7 @@ void retry_with_peer_params(Engine& server, std::uint16_t port, std::uint16_t de
   ASSERT_NO_FATAL_FAILURE(create_engine(ccfg_e, client));
   dataplane::EchoClientResults results;
   auto client_svc = std::make_unique<dataplane::EchoClientService>(echo_load(500, 200, 4), results);
-  ASSERT_NO_FATAL_FAILURE(launch<ClientLoop>(*client, *client_svc));
+  ASSERT_NO_FATAL_FAILURE(launch(*client, *client_svc));
   const auto reason = static_cast<std::size_t>(want_reason);
   const std::uint64_t sent_before = server.counters().rejects_sent[reason];
   const std::uint64_t cid = client->connect(rxe_addr(), port, &err);
@@ -363,7 +359,7 @@ TEST(EngineHandshake, MismatchRejectRetriedOnceWithThePeersParameters) {
   std::unique_ptr<Engine> server;
   ASSERT_NO_FATAL_FAILURE(create_engine(scfg, server));
   dataplane::EchoService echo;
-  ASSERT_NO_FATAL_FAILURE(launch<ServerLoop>(*server, echo));
+  ASSERT_NO_FATAL_FAILURE(launch(*server, echo));
   std::uint16_t port = 0;
   ASSERT_NO_FATAL_FAILURE(listen_on(*server, rxe_addr(), port));
   retry_with_peer_params(*server, port, 8, protocol::kMaxFragments,
@@ -473,7 +469,6 @@ struct FaultService : IgnoresTraffic {
     if (api.inject_raw_st(c, std::span<const std::uint8_t>(buf, enc.size))) ++injected;
   }
 };
-using FaultLoop = CoreLoop<VerbsBackend, FaultService>;
 
 TEST(EngineFaults, CreditOverrunAndCorruptHeaderDisconnectedCountedServerKeepsServing) {
   std::string err;
@@ -485,9 +480,9 @@ TEST(EngineFaults, CreditOverrunAndCorruptHeaderDisconnectedCountedServerKeepsSe
   dataplane::EchoClientResults results;
   auto good_svc = std::make_unique<dataplane::EchoClientService>(echo_load(3000, kInlineMax, 8), results);
   FaultService fault;
-  ASSERT_NO_FATAL_FAILURE(launch<ServerLoop>(*server, echo));
-  ASSERT_NO_FATAL_FAILURE(launch<ClientLoop>(*good, *good_svc));
-  ASSERT_NO_FATAL_FAILURE(launch<FaultLoop>(*evil, fault));
+  ASSERT_NO_FATAL_FAILURE(launch(*server, echo));
+  ASSERT_NO_FATAL_FAILURE(launch(*good, *good_svc));
+  ASSERT_NO_FATAL_FAILURE(launch(*evil, fault));
   std::uint16_t port = 0;
   ASSERT_NO_FATAL_FAILURE(listen_on(*server, rxe_addr(), port));
 
@@ -560,7 +555,6 @@ struct StallingEchoService : dataplane::EchoService {
   }
   std::uint64_t sunk = 0;
 };
-using StallingLoop = CoreLoop<VerbsBackend, StallingEchoService>;
 
 struct BurstService : IgnoresTraffic {
   static constexpr std::uint64_t kLeadMs = 300;
@@ -585,7 +579,6 @@ struct BurstService : IgnoresTraffic {
     }
   }
 };
-using BurstLoop = CoreLoop<VerbsBackend, BurstService>;
 
 TEST(EngineFaults, RealBurstBeyondCreditsAgainstAStalledServerClosedCountedOthersServed) {
   std::string err;
@@ -599,9 +592,9 @@ TEST(EngineFaults, RealBurstBeyondCreditsAgainstAStalledServerClosedCountedOther
   BurstService burst;
   dataplane::EchoClientResults results;
   auto good_svc = std::make_unique<dataplane::EchoClientService>(echo_load(1000, 256, 8), results);
-  ASSERT_NO_FATAL_FAILURE(launch<StallingLoop>(*server, svc));
-  ASSERT_NO_FATAL_FAILURE(launch<BurstLoop>(*evil, burst));
-  ASSERT_NO_FATAL_FAILURE(launch<ClientLoop>(*good, *good_svc));
+  ASSERT_NO_FATAL_FAILURE(launch(*server, svc));
+  ASSERT_NO_FATAL_FAILURE(launch(*evil, burst));
+  ASSERT_NO_FATAL_FAILURE(launch(*good, *good_svc));
   std::uint16_t port = 0;
   ASSERT_NO_FATAL_FAILURE(listen_on(*server, rxe_addr(), port));
   auto poll3 = [&](auto pred, std::chrono::milliseconds t) {
@@ -730,7 +723,6 @@ struct BulkClient {
   template <typename Api>
   void on_close_st(Api&, dataplane::CoreConn&) noexcept {}
 };
-using BulkLoop = CoreLoop<VerbsBackend, BulkClient>;
 
 TEST(EngineBulk, ReadAndWriteChunks4KiB64KiB1MiBMultiFragmentVerified) {
   std::string err;
@@ -746,8 +738,8 @@ TEST(EngineBulk, ReadAndWriteChunks4KiB64KiB1MiBMultiFragmentVerified) {
   ASSERT_NO_FATAL_FAILURE(create_engine(ccfg, client));
   dataplane::EchoService echo;
   BulkClient bulk;
-  ASSERT_NO_FATAL_FAILURE(launch<ServerLoop>(*server, echo));
-  ASSERT_NO_FATAL_FAILURE(launch<BulkLoop>(*client, bulk));
+  ASSERT_NO_FATAL_FAILURE(launch(*server, echo));
+  ASSERT_NO_FATAL_FAILURE(launch(*client, bulk));
   std::uint16_t port = 0;
   ASSERT_NO_FATAL_FAILURE(listen_on(*server, rxe_addr(), port));
   const auto t0 = Clock::now();
@@ -790,8 +782,8 @@ TEST(EngineRace, SimultaneousConnectEndsWithOneConnection) {
   ASSERT_NO_FATAL_FAILURE(create_engine(acfg, a));
   ASSERT_NO_FATAL_FAILURE(create_engine(bcfg, b));
   dataplane::EchoService ea, eb;
-  ASSERT_NO_FATAL_FAILURE(launch<ServerLoop>(*a, ea));
-  ASSERT_NO_FATAL_FAILURE(launch<ServerLoop>(*b, eb));
+  ASSERT_NO_FATAL_FAILURE(launch(*a, ea));
+  ASSERT_NO_FATAL_FAILURE(launch(*b, eb));
   const std::uint16_t pa = a->listen(rxe_addr(), 0, &err);
   const std::uint16_t pb = b->listen(rxe_addr(), 0, &err);
   ASSERT_NE(pa, 0);

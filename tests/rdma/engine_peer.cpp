@@ -28,7 +28,7 @@
 
 #include "control/engine.hpp"
 #include "control/rdma_device.hpp"
-#include "dataplane/core_loop.hpp"
+#include "dataplane/backend/backend_factory.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/services.hpp"
 #include "tests/rdma/rdma_test_support.hpp"
@@ -175,13 +175,9 @@ int engine_peer_main(int argc, char** argv) {
   auto client_svc = std::make_unique<dataplane::EchoClientService>(ccfg, results);
   std::vector<std::unique_ptr<control::CoreRunner>> runners;
   if (server) {
-    runners.push_back(std::make_unique<control::CoreRunnerOf<dataplane::CoreLoop<dataplane::VerbsBackend,
-                                                                                 HoldingEchoService>>>(
-        eng->core(0), echo));
+    runners.push_back(dataplane::make_core_runner(eng->backend_kind(), eng->core(0), echo));
   } else {
-    runners.push_back(std::make_unique<control::CoreRunnerOf<dataplane::CoreLoop<dataplane::VerbsBackend,
-                                                                                 dataplane::EchoClientService>>>(
-        eng->core(0), *client_svc));
+    runners.push_back(dataplane::make_core_runner(eng->backend_kind(), eng->core(0), *client_svc));
   }
   if (!eng->launch_cores(std::move(runners), &err)) {
     std::fprintf(stderr, "engine_peer: %s\n", err.c_str());

@@ -19,7 +19,7 @@
 #include "control/engine.hpp"
 #include "control/engine_stats_publish.hpp"
 #include "control/rdma_device.hpp"
-#include "dataplane/core_loop.hpp"
+#include "dataplane/backend/backend_factory.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/services.hpp"
 #include "telemetry/collector.hpp"
@@ -62,7 +62,6 @@ EngineConfig engine_config(const char* name, bool passive, unsigned lcore) {
   return e;
 }
 
-using ServerLoop = dataplane::CoreLoop<dataplane::VerbsBackend, dataplane::EchoService>;
 using ClientLoop = dataplane::CoreLoop<dataplane::VerbsBackend, dataplane::EchoClientService>;
 
 telemetry::test::Exposition scrape(const telemetry::StatsCollector& c) {
@@ -100,8 +99,8 @@ TEST(EngineStats, CountersReachTheExpositionWhileTrafficRuns) {
   dataplane::EchoClientService client_svc(load, results);
   {
     std::vector<std::unique_ptr<control::CoreRunner>> sr, cr;
-    sr.push_back(std::make_unique<control::CoreRunnerOf<ServerLoop>>(server->core(0), echo));
-    cr.push_back(std::make_unique<control::CoreRunnerOf<ClientLoop>>(client->core(0), client_svc));
+    sr.push_back(dataplane::make_core_runner(server->backend_kind(), server->core(0), echo));
+    cr.push_back(dataplane::make_core_runner(client->backend_kind(), client->core(0), client_svc));
     ASSERT_TRUE(server->launch_cores(std::move(sr), &err)) << err;
     ASSERT_TRUE(client->launch_cores(std::move(cr), &err)) << err;
   }

@@ -1,6 +1,6 @@
 #pragma once
 // An in-process rdmagate gateway for guest tests: a Store over EAL hugepage memory, its arena registered
-// once (IBV_ACCESS_LOCAL_WRITE only), and a passive Engine whose cores run CoreLoop<VerbsBackend,
+// once (IBV_ACCESS_LOCAL_WRITE only), and a passive Engine whose cores run CoreLoop<Backend,
 // ObjectService>, listening on RDMAGATE_RXE_ADDR (ephemeral port). Header-only; link rdmagate_engine,
 // rdmagate_store, GTest::gtest.
 //
@@ -45,12 +45,11 @@
 
 #include "control/engine.hpp"
 #include "control/rdma_device.hpp"
-#include "dataplane/core_loop.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/huge_buffer.hpp"
 #include "dataplane/object_service.hpp"
 #include "dataplane/store/store.hpp"
-#include "dataplane/verbs_backend.hpp"
+#include "dataplane/backend/backend_factory.hpp"
 #include "telemetry/stats.hpp"
 #include "tests/rdma/rdma_test_main.hpp"
 
@@ -92,7 +91,6 @@ struct GatewayOptions {
 
 class Gateway {
  public:
-  using Loop = dataplane::CoreLoop<dataplane::VerbsBackend, dataplane::ObjectService>;
 
   static std::unique_ptr<Gateway> start(const GatewayOptions& o, std::string* error) {
     std::unique_ptr<Gateway> g(new Gateway());
@@ -135,7 +133,7 @@ class Gateway {
       }
       g->services_.push_back(std::make_unique<dataplane::ObjectService>(sc));
       runners.push_back(
-          std::make_unique<control::CoreRunnerOf<Loop>>(g->engine_->core(i), *g->services_.back()));
+          dataplane::make_core_runner(g->engine_->backend_kind(), g->engine_->core(i), *g->services_.back()));
     }
     if (!g->engine_->launch_cores(std::move(runners), error)) return nullptr;
     g->port_ = g->engine_->listen(o.addr, 0, error);

@@ -348,7 +348,6 @@ class ScriptClient {
   std::uint64_t unexpected_ = 0;
   std::uint64_t unscripted_ = 0;
 };
-using ClientLoop = dataplane::CoreLoop<dataplane::VerbsBackend, ScriptClient>;
 
 // ---- step builders ----------------------------------------------------------------------------------
 
@@ -486,7 +485,7 @@ void start_client(ClientSide& cs, std::uint32_t max_bulk) {
   ASSERT_NE(cs.mr, nullptr) << err;
   cs.svc = std::make_unique<ScriptClient>(cs.buf, cs.mr->rkey);
   std::vector<std::unique_ptr<control::CoreRunner>> runners;
-  runners.push_back(std::make_unique<control::CoreRunnerOf<ClientLoop>>(cs.engine->core(0), *cs.svc));
+  runners.push_back(dataplane::make_core_runner(cs.engine->backend_kind(), cs.engine->core(0), *cs.svc));
   ASSERT_TRUE(cs.engine->launch_cores(std::move(runners), &err)) << err;
 }
 

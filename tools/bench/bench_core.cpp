@@ -18,9 +18,8 @@
 
 #include "client/client.hpp"
 #include "control/engine.hpp"
-#include "dataplane/core_loop.hpp"
 #include "dataplane/services.hpp"
-#include "dataplane/verbs_backend.hpp"
+#include "dataplane/backend/backend_factory.hpp"
 #include "protocol/message.hpp"
 #include "protocol/object_wire.hpp"
 
@@ -224,7 +223,6 @@ std::string validate(const Options& o) {
 
 namespace {
 
-using EchoLoop = dataplane::CoreLoop<dataplane::VerbsBackend, dataplane::EchoClientService>;
 
 std::uint64_t counter_sum(control::Engine& e, bool sink) {
   const auto t = static_cast<std::size_t>(sink ? protocol::MessageType::kInlineRequest
@@ -299,7 +297,7 @@ bool echo_phase(const Options& o, std::uint64_t size, double seconds, std::uint6
   std::vector<std::unique_ptr<control::CoreRunner>> runners;
   for (unsigned i = 0; i < cores; ++i) {
     services.push_back(std::make_unique<dataplane::EchoClientService>(sc, results));
-    runners.push_back(std::make_unique<control::CoreRunnerOf<EchoLoop>>(engine->core(i), *services.back()));
+    runners.push_back(dataplane::make_core_runner(engine->backend_kind(), engine->core(i), *services.back()));
   }
   if (!engine->launch_cores(std::move(runners), error)) return false;
   std::vector<std::uint64_t> ids;

@@ -1,0 +1,125 @@
+#pragma once
+// The device backend boundary: the one place the engine meets a device's work-request and completion
+// formats (eRPC's transport: tx_burst / post_recvs / rx_burst).
+//
+// Two halves, chosen once at setup (backend_factory.hpp):
+//   - setup (DeviceBackend, a virtual interface, control thread): CQs, QPs, registration of a core's
+//     region, the first receives of a connection, moving a QP to ERR. One virtual call per setup step.
+//   - hot path (a struct of static inline functions, the template parameter of CoreLoop): stage a receive,
+//     stage a send, stage one RDMA READ/WRITE fragment, flush (one doorbell per QP per loop turn), poll a
+//     burst of completions into plain Completion records. No virtual call, no branch on the device kind.
+// Per-QP and per-CQ state is the backend's own type (derived from BackendQp / BackendCq); the hot path
+// reaches it with a static_cast, since the loop and its QPs come from the same backend by construction.
+//
+// Nothing outside dataplane/backend/ names a work request, a scatter/gather entry or a work completion.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+struct rdma_cm_id;
+
+namespace rdmagate::dataplane {
+
+// What a completion says, as the core loop acts on it.
+enum class CompletionStatus : std::uint8_t {
+  kOk = 0,
+  kFlushed = 1,  // the QP went to ERR before the work request ran (the usual end of a closing connection)
+  kError = 2,    // anything else: the connection fails; device_status says what the device reported
+};
+
+struct Completion {
+  std::uint64_t wr_id = 0;          // what the core staged the work request with
+  std::uint32_t byte_len = 0;       // receives: bytes that landed
+  CompletionStatus status = CompletionStatus::kOk;
+  std::uint32_t device_status = 0;  // the device's own code (verbs: ibv_wc_status), reported in FAILED
+};
+
+// Registered local memory of one work request.
+struct Segment {
+  std::uint64_t addr = 0;
+  std::uint32_t len = 0;
+  std::uint32_t lkey = 0;
+};
+
+// Flags of a staged send or RDMA operation.
+inline constexpr unsigned kSendSignaled = 1u;  // completes with a CQE (selective signaling otherwise)
+inline constexpr unsigned kSendInline = 2u;    // the device copies the bytes at post time
+
+enum class RdmaOp : std::uint8_t { kRead = 0, kWrite = 1 };
+
+// What one flush could not hand to the device: always the newest staged work requests (the tail), so the
+// loop takes back the same number from the end of its send FIFO.
+struct FlushResult {
+  std::uint32_t recv_unposted = 0;
+  std::uint32_t send_unposted = 0;
+};
+
+// What control asks for when it creates a QP on a core's CQ.
+struct QpCaps {
+  std::uint32_t max_send_wr = 0;
+  std::uint32_t max_recv_wr = 0;
+  std::uint32_t max_inline_data = 0;  // requested; the device may grant less (read back into QpInfo)
+};
+
+// What the device granted, read back after creation.
+struct QpInfo {
+  std::uint32_t qp_num = 0;
+  std::uint32_t max_send_wr = 0;
+  std::uint32_t max_recv_wr = 0;
+  std::uint32_t max_inline_data = 0;
+};
+
+// A receive the control thread posts before the connection is adopted.
+struct RecvPost {
+  std::uint64_t wr_id = 0;
+  Segment seg{};
+};
+
+// Backend-owned state. Destroying a BackendQp destroys the QP; a BackendCq the CQ; a BackendMr the
+// registration.
+class BackendQp {
+ public:
+  virtual ~BackendQp() = default;
+  std::uint32_t qp_num = 0;
+};
+class BackendCq {
+ public:
+  virtual ~BackendCq() = default;
+};
+class BackendMr {
+ public:
+  virtual ~BackendMr() = default;
+  std::uint32_t lkey = 0;
+  std::uint32_t rkey = 0;
+};
+
+enum class BackendKind : std::uint8_t {
+  kVerbs = 0,  // generic libibverbs: every device
+};
+
+// Setup half of a backend (control thread only).
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  virtual BackendKind kind() const noexcept = 0;
+  virtual const char* name() const noexcept = 0;
+  // A CQ of at least `cqe` entries, busy-polled (no completion channel). nullptr and *error on failure.
+  virtual std::unique_ptr<BackendCq> create_cq(int cqe, std::string* error) = 0;
+  // Registers [addr, addr + len) with IBV_ACCESS_* flags `access`. nullptr and *error on failure.
+  virtual std::unique_ptr<BackendMr> register_memory(void* addr, std::size_t len, int access,
+                                                     std::string* error) = 0;
+  // An RC QP for the connection of `id` (which then owns it for rdma_cm's purposes) with `cq` as send and
+  // receive CQ and selective signaling; `out` says what the device granted. nullptr and *error on failure.
+  virtual std::unique_ptr<BackendQp> create_qp(rdma_cm_id* id, BackendCq& cq, const QpCaps& caps, QpInfo* out,
+                                               std::string* error) = 0;
+  // Posts `recvs` in order, behind one doorbell. Returns how many the device took (a prefix); fewer than
+  // recvs.size() fills *error.
+  virtual std::uint32_t post_receives(BackendQp& qp, std::span<const RecvPost> recvs, std::string* error) = 0;
+  // Moves the QP to ERR: every posted work request flushes to the CQ. 0 or -errno.
+  virtual int qp_to_err(BackendQp& qp) noexcept = 0;
+};
+
+}  // namespace rdmagate::dataplane

@@ -1,0 +1,80 @@
+#pragma once
+// The one place a device backend is chosen (setup, control thread). Every backend the engine can run is an
+// entry of `Backends`, in order of preference for `auto`; a backend is its own files (a datapath struct
+// with a setup half) plus one entry here. Each datapath struct B provides:
+//   B::kKind, B::kName                         its identity (config value dataplane.backend)
+//   B::supports(ibv_context*)                  whether it can drive this device
+//   B::make_device(ibv_context*, ibv_pd*)      its DeviceBackend (backend.hpp)
+//   the hot path of backend.hpp                stage_recv_st, stage_send_st, stage_rdma_st, flush_st, poll_st
+// and CoreLoop<B, Service> is the loop that runs on its CQs.
+
+#include <infiniband/verbs.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "dataplane/backend/backend.hpp"
+#include "dataplane/backend/verbs_datapath.hpp"
+#include "dataplane/core_loop.hpp"
+#include "dataplane/core_runner.hpp"
+
+namespace rdmagate::dataplane {
+
+template <typename... B>
+struct BackendList {};
+
+using Backends = BackendList<VerbsBackend>;
+
+namespace detail {
+
+template <typename... B>
+std::unique_ptr<DeviceBackend> make_device(BackendList<B...>, std::string_view name, ibv_context* ctx, ibv_pd* pd,
+                                           std::string* error) {
+  std::unique_ptr<DeviceBackend> dev;
+  std::string known;
+  const bool any = name == "auto";
+  const auto try_one = [&]<typename One>() {
+    known += known.empty() ? One::kName : std::string(", ") + One::kName;
+    if (dev != nullptr || !(any || name == One::kName)) return;
+    if (One::supports(ctx)) {
+      dev = One::make_device(ctx, pd);
+    } else if (!any) {
+      *error = std::string("dataplane.backend ") + One::kName + " does not support device " +
+               ibv_get_device_name(ctx->device);
+    }
+  };
+  (try_one.template operator()<B>(), ...);
+  if (dev == nullptr && error->empty()) {
+    *error = "dataplane.backend " + std::string(name) + ": unknown (auto, " + known + ")";
+  }
+  return dev;
+}
+
+template <typename Service, typename... B>
+std::unique_ptr<CoreRunner> make_runner(BackendList<B...>, BackendKind kind, CoreResources& res, Service& svc) {
+  std::unique_ptr<CoreRunner> r;
+  ((kind == B::kKind && r == nullptr ? (void)(r = std::make_unique<CoreRunnerOf<CoreLoop<B, Service>>>(res, svc))
+                                     : void()),
+   ...);
+  return r;
+}
+
+}  // namespace detail
+
+// `name` is "auto" (the first entry of Backends that supports the device) or a backend's kName. nullptr and
+// *error when no backend of that name can drive the device.
+inline std::unique_ptr<DeviceBackend> make_device_backend(std::string_view name, ibv_context* ctx, ibv_pd* pd,
+                                                          std::string* error) {
+  error->clear();
+  return detail::make_device(Backends{}, name, ctx, pd, error);
+}
+
+// The core loop of `kind` running `svc` on core `res`.
+template <typename Service>
+std::unique_ptr<CoreRunner> make_core_runner(BackendKind kind, CoreResources& res, Service& svc) {
+  return detail::make_runner(Backends{}, kind, res, svc);
+}
+
+}  // namespace rdmagate::dataplane

@@ -1,0 +1,158 @@
+// Setup half of the generic verbs backend (control thread only).
+#include "dataplane/backend/verbs_setup.hpp"
+
+#include <rdma/rdma_cma.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "dataplane/backend/verbs_datapath.hpp"
+
+namespace rdmagate::dataplane {
+
+VerbsQp::~VerbsQp() {
+  if (id != nullptr && id->qp != nullptr) rdma_destroy_qp(id);
+}
+
+VerbsCq::~VerbsCq() {
+  if (cq != nullptr && ibv_destroy_cq(cq) != 0) std::fprintf(stderr, "rdmagate: ibv_destroy_cq: %m\n");
+}
+
+namespace {
+
+class VerbsMr final : public BackendMr {
+ public:
+  explicit VerbsMr(ibv_mr* mr) : mr_(mr) {
+    lkey = mr->lkey;
+    rkey = mr->rkey;
+  }
+  ~VerbsMr() override {
+    if (ibv_dereg_mr(mr_) != 0) std::fprintf(stderr, "rdmagate: ibv_dereg_mr: %m\n");
+  }
+
+ private:
+  ibv_mr* mr_;
+};
+
+// Fixed chains over the staging arrays: entry i links to i + 1 for good (verbs_datapath.hpp).
+void chain(VerbsQp& q, std::uint32_t sends, std::uint32_t recvs) {
+  q.send_wr.assign(sends, ibv_send_wr{});
+  q.send_sge.assign(sends, ibv_sge{});
+  for (std::uint32_t i = 0; i < sends; ++i) {
+    q.send_wr[i].sg_list = &q.send_sge[i];
+    q.send_wr[i].next = i + 1 < sends ? &q.send_wr[i + 1] : nullptr;
+  }
+  q.recv_wr.assign(recvs, ibv_recv_wr{});
+  q.recv_sge.assign(recvs, ibv_sge{});
+  for (std::uint32_t i = 0; i < recvs; ++i) {
+    q.recv_wr[i].sg_list = &q.recv_sge[i];
+    q.recv_wr[i].num_sge = 1;
+    q.recv_wr[i].next = i + 1 < recvs ? &q.recv_wr[i + 1] : nullptr;
+  }
+}
+
+class VerbsDevice final : public DeviceBackend {
+ public:
+  VerbsDevice(ibv_context* ctx, ibv_pd* pd) : ctx_(ctx), pd_(pd) {}
+
+  BackendKind kind() const noexcept override { return BackendKind::kVerbs; }
+  const char* name() const noexcept override { return "verbs"; }
+
+  std::unique_ptr<BackendCq> create_cq(int cqe, std::string* error) override {
+    auto cq = std::make_unique<VerbsCq>();
+    cq->cq = ibv_create_cq(ctx_, cqe, nullptr, nullptr, 0);
+    if (cq->cq == nullptr) {
+      *error = "ibv_create_cq of " + std::to_string(cqe) + " entries: " + std::strerror(errno);
+      return nullptr;
+    }
+    return cq;
+  }
+
+  std::unique_ptr<BackendMr> register_memory(void* addr, std::size_t len, int access,
+                                             std::string* error) override {
+    ibv_mr* mr = ibv_reg_mr(pd_, addr, len, access);
+    if (mr == nullptr) {
+      *error = "ibv_reg_mr of " + std::to_string(len) + " bytes: " + std::strerror(errno);
+      return nullptr;
+    }
+    return std::make_unique<VerbsMr>(mr);
+  }
+
+  std::unique_ptr<BackendQp> create_qp(rdma_cm_id* id, BackendCq& cq, const QpCaps& caps, QpInfo* out,
+                                       std::string* error) override {
+    ibv_qp_init_attr qa{};
+    qa.send_cq = static_cast<VerbsCq&>(cq).cq;
+    qa.recv_cq = qa.send_cq;
+    qa.qp_type = IBV_QPT_RC;
+    qa.cap.max_send_wr = caps.max_send_wr;
+    qa.cap.max_recv_wr = caps.max_recv_wr;
+    qa.cap.max_send_sge = 1;
+    qa.cap.max_recv_sge = 1;
+    qa.cap.max_inline_data = caps.max_inline_data;
+    qa.sq_sig_all = 0;  // selective signaling
+    if (rdma_create_qp(id, pd_, &qa) != 0) {
+      const int e = errno;
+      // Some devices refuse the inline size asked for: without inline rather than no connection.
+      qa.cap.max_inline_data = 0;
+      if (caps.max_inline_data == 0 || rdma_create_qp(id, pd_, &qa) != 0) {
+        *error = std::string("rdma_create_qp: ") + std::strerror(e);
+        return nullptr;
+      }
+    }
+    auto q = std::make_unique<VerbsQp>();
+    q->id = id;
+    q->qp = id->qp;
+    q->qp_num = id->qp->qp_num;
+    // Read back what the device granted: inline sends only when max_inline_data says there is room.
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    const ibv_qp_cap granted = ibv_query_qp(id->qp, &attr, IBV_QP_CAP, &init) == 0 ? init.cap : qa.cap;
+    out->qp_num = q->qp_num;
+    out->max_send_wr = granted.max_send_wr;
+    out->max_recv_wr = granted.max_recv_wr;
+    out->max_inline_data = granted.max_inline_data;
+    // Everything the loop can stage between two flushes: at most a full send queue and a full receive queue.
+    chain(*q, caps.max_send_wr, caps.max_recv_wr);
+    return q;
+  }
+
+  std::uint32_t post_receives(BackendQp& qp, std::span<const RecvPost> recvs, std::string* error) override {
+    auto& q = static_cast<VerbsQp&>(qp);
+    if (recvs.empty()) return 0;
+    if (recvs.size() > q.recv_wr.size()) {
+      *error = "post of " + std::to_string(recvs.size()) + " receives on qp " + std::to_string(q.qp_num) +
+               " that holds " + std::to_string(q.recv_wr.size());
+      return 0;
+    }
+    for (const RecvPost& r : recvs) VerbsBackend::stage_recv_st(q, r.wr_id, r.seg);
+    const std::uint32_t n = static_cast<std::uint32_t>(recvs.size());
+    const FlushResult fr = VerbsBackend::flush_st(q);
+    if (fr.recv_unposted != 0) {
+      char buf[128];
+      std::snprintf(buf, sizeof(buf), "ibv_post_recv of %u buffers on qp 0x%x: %u not posted", n, q.qp_num,
+                    fr.recv_unposted);
+      *error = buf;
+    }
+    return n - fr.recv_unposted;
+  }
+
+  int qp_to_err(BackendQp& qp) noexcept override {
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    const int rc = ibv_modify_qp(static_cast<VerbsQp&>(qp).qp, &attr, IBV_QP_STATE);
+    return rc == 0 ? 0 : -(rc > 0 ? rc : errno);
+  }
+
+ private:
+  ibv_context* ctx_;
+  ibv_pd* pd_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceBackend> make_verbs_device(ibv_context* ctx, ibv_pd* pd) {
+  return std::make_unique<VerbsDevice>(ctx, pd);
+}
+
+}  // namespace rdmagate::dataplane

@@ -1,0 +1,172 @@
+#pragma once
+// The core loop's side of control's commands (included by core_loop.hpp): ADOPT, CLOSE and CONFIG from the
+// handoff ring, the drain that ends a closing connection, quiesce, and the keepalive / dead-peer timers.
+
+#include "dataplane/core_loop.hpp"
+
+namespace rdmagate::dataplane {
+
+template <typename B, typename S>
+void CoreLoop<B, S>::on_adopt_st(ConnHandle h) noexcept {
+  CoreConn& c = *h.as_ptr<CoreConn>();
+  if (c.state != CoreConnState::kPosted) return;  // a CLOSE overtook it? (cannot: rings are FIFO)
+  if (protocol::CreditMachine::validate(c.credit_cfg, c.links.size()) != protocol::CreditError::kOk) {
+    c.state = CoreConnState::kFailed;
+    report_failed_st(c, FailureKind::kProtocol,
+                     kCreditStatusBase + static_cast<std::uint32_t>(protocol::CreditError::kBadConfig));
+    return;
+  }
+  c.credits.emplace(c.credit_cfg, std::span<std::uint16_t>(c.links), now_);
+  c.state = CoreConnState::kOwned;
+  c.owned_index = static_cast<std::uint32_t>(owned_.size());
+  owned_.push_back(&c);
+  ++cnt_.adopted;
+  svc_.on_adopt_st(*this, c);
+  // Messages that arrived between accept and ADOPT, in arrival order.
+  for (std::uint32_t i = 0; i < c.early_count && c.state == CoreConnState::kOwned; ++i) {
+    handle_message_st(c, c.rx[c.early[i]]);
+  }
+  c.early_count = 0;
+  mark_dirty_st(c);
+}
+
+template <typename B, typename S>
+void CoreLoop<B, S>::on_close_st(ConnHandle h, CloseReason) noexcept {
+  CoreConn& c = *h.as_ptr<CoreConn>();
+  if (c.state == CoreConnState::kDraining || c.state == CoreConnState::kClosed) return;
+  if (c.state == CoreConnState::kOwned || (c.state == CoreConnState::kFailed && c.credits)) {
+    svc_.on_close_st(*this, c);
+  }
+  // Post whatever is staged (on a QP in ERR it flushes), so every descriptor is accounted by the CQ, and so
+  // the dirty list never names a connection control may free after CLOSED.
+  if (c.dirty) flush_st();
+  remove_owned_st(c);
+  c.state = CoreConnState::kDraining;
+  // Queued descriptors never reach the device.
+  if (c.credits) {
+    for (std::uint16_t tx = c.credits->cancel_next(); tx != protocol::TxQueues::kEnd; tx = c.credits->cancel_next()) {
+      free_tx_st(c, tx);
+    }
+  }
+  c.early_count = 0;  // parked receives already completed: drop them
+  c.chunk_count = 0;  // waiting chunk requests are dropped with the connection
+  // Unsignaled sends that completed leave no CQE: a signaled marker behind them proves the SQ empty.
+  if (c.sq_inflight() != 0) {
+    B::stage_send_st(qp_of(c), make_wr_id(&c.drain, WrKind::kDrain), Segment{}, kSendSignaled);
+    if (B::flush_st(qp_of(c)).send_unposted == 0) {
+      c.drain_posted = true;
+    } else {
+      ++cnt_.errors[static_cast<std::size_t>(CoreError::kPostSend)];
+      c.sq_head = c.sq_tail;  // cannot prove it; the QP is in ERR and nothing new is posted
+      if (c.bulk_op.state != BulkState::kIdle) {  // nor wait for it: end the transfer as failed
+        c.bulk_op.failed = true;
+        end_bulk_st(c);
+      }
+    }
+  }
+  maybe_closed_st(c);
+}
+
+// kQuiesce 1 (SIGTERM drain): requests that arrive from now on are refused (never reach the service; see
+// Refusal::kQuiescing), services start no new request, and every send is signaled, so its completion proves
+// the SQ empty up to it. Unsignaled sends posted before the quiesce and followed by no send since cannot be
+// proven (a NOOP without a reason is dropped by the credit machine); they count as done once the quiet
+// period has passed. When every connection is idle (quiesce_idle_st) the core sets res.quiesced.
+// kQuiesce 0 resumes.
+//
+// kKeepaliveIntervalUs / kPeerDeadTimeoutUs (SIGHUP reload): every owned connection takes the new time at
+// once. A connection control sets up later carries it in its credit config; one already on its way (its
+// ADOPT ahead of this CONFIG in the ring) is owned by the time this runs, so none keeps the old time.
+template <typename B, typename S>
+void CoreLoop<B, S>::on_config_st(ConfigKey k, std::uint64_t v) noexcept {
+  switch (k) {
+    case ConfigKey::kQuiesce:
+      quiescing_ = v != 0;
+      res_.quiesced.store(false, std::memory_order_release);
+      last_refusal_ = now_;
+      for (CoreConn* c : owned_) c->quiesce_sq_mark = c->sq_tail;
+      return;
+    case ConfigKey::kKeepaliveIntervalUs:
+    case ConfigKey::kPeerDeadTimeoutUs: {
+      const std::uint64_t ticks = us_to_tsc(v, tsc_hz_);
+      for (CoreConn* c : owned_) {
+        protocol::CreditMachine& cm = *c->credits;
+        if (k == ConfigKey::kKeepaliveIntervalUs) {
+          cm.set_timers(ticks, cm.dead_peer_timeout());
+        } else {
+          cm.set_timers(cm.keepalive_interval(), ticks);
+        }
+      }
+      return;
+    }
+    default:
+      ++cnt_.errors[static_cast<std::size_t>(CoreError::kUnexpected)];  // a key this core does not know
+      return;
+  }
+}
+
+// The drain marker completed (flushed, normally: the QP is in ERR): everything posted before it has too.
+template <typename B, typename S>
+void CoreLoop<B, S>::drain_completed_st(CoreConn& c, const Completion& wc) noexcept {
+  ++cnt_.completions_drain;
+  if (wc.status == CompletionStatus::kFlushed) {
+    ++cnt_.completions_flushed;
+  } else if (wc.status != CompletionStatus::kOk) {
+    ++cnt_.completions_error;
+  }
+  while (c.sq_head != c.sq_tail) {
+    free_tx_st(c, c.sq_fifo[c.sq_head & (c.sq_fifo.size() - 1)]);
+    ++c.sq_head;
+  }
+  c.drain_posted = false;
+  maybe_closed_st(c);
+}
+
+// Draining and nothing left on the device: answer CLOSED and forget the connection.
+template <typename B, typename S>
+void CoreLoop<B, S>::maybe_closed_st(CoreConn& c) noexcept {
+  if (c.state != CoreConnState::kDraining) return;
+  if (c.rx_posted != 0 || c.sq_inflight() != 0 || c.drain_posted) return;
+  c.state = CoreConnState::kClosed;
+  ++cnt_.closed;
+  if (!mailbox_.closed_st(c.handle)) ++cnt_.errors[static_cast<std::size_t>(CoreError::kUnexpected)];
+}
+
+// Keepalive NOOPs and dead peers, on TSC deadlines (every kTimerEvery iterations).
+template <typename B, typename S>
+void CoreLoop<B, S>::timers_st() noexcept {
+  for (std::size_t i = 0; i < owned_.size();) {
+    CoreConn& c = *owned_[i];
+    if (c.credits->peer_dead(now_)) {
+      ++cnt_.errors[static_cast<std::size_t>(CoreError::kDeadPeer)];
+      fail_st(c, FailureKind::kKeepalive, 0);  // removes owned_[i]
+      continue;
+    }
+    if (c.credits->wants_noop(now_)) mark_dirty_st(c);
+    ++i;
+  }
+  if (!dirty_.empty()) flush_st();
+  if (quiescing_ && !res_.quiesced.load(std::memory_order_relaxed) && quiesce_idle_st()) {
+    ++cnt_.quiesce_reached;
+    res_.quiesced.store(true, std::memory_order_release);
+  }
+}
+
+// Every owned connection idle, and no request refused for kQuietMs (requests the peer sent before it saw our
+// first refusal are still arriving until then).
+template <typename B, typename S>
+bool CoreLoop<B, S>::quiesce_idle_st() noexcept {
+  if (now_ - last_refusal_ < tsc_hz_ / 1000 * kQuietMs) return false;
+  for (CoreConn* c : owned_) {
+    const bool sq_done = c->sq_inflight() == 0 || (c->sq_tail == c->quiesce_sq_mark && c->staged_sends == 0);
+    if (!sq_done || c->credits->queued_total() != 0 || c->chunk_count != 0 || c->bulk_op.state != BulkState::kIdle) {
+      return false;
+    }
+    if constexpr (requires(S& s) { s.pending_st(*c); }) {
+      if (svc_.pending_st(*c) != 0) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace rdmagate::dataplane
