@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "control/gateway_cli.hpp"
+#include "daemon/gateway_cli.hpp"
 
 namespace {
 

@@ -17,8 +17,8 @@
 
 #include "../telemetry/exposition_util.hpp"
 #include "control/engine.hpp"
-#include "control/engine_stats_publish.hpp"
 #include "control/rdma_device.hpp"
+#include "daemon/engine_stats_publish.hpp"
 #include "dataplane/core_loop.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/services.hpp"

@@ -1,4 +1,4 @@
-#include "control/gateway.hpp"
+#include "daemon/gateway.hpp"
 
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -19,10 +19,10 @@
 #include <thread>
 
 #include "control/engine.hpp"
-#include "control/engine_stats_publish.hpp"
-#include "control/gateway_cli.hpp"
-#include "control/log.hpp"
 #include "control/rdma_device.hpp"
+#include "daemon/engine_stats_publish.hpp"
+#include "daemon/gateway_cli.hpp"
+#include "daemon/log.hpp"
 #include "dataplane/core_loop.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/huge_buffer.hpp"
