@@ -1,4 +1,4 @@
-// rdmagate: the gateway daemon. See control/gateway_cli.hpp for the command line, control/gateway.hpp for
+// rdmagate: the gateway daemon. See daemon/gateway_cli.hpp for the command line, daemon/gateway.hpp for
 // what starts in which order, conf/README.md for the configuration.
 //
 // Exit codes: 0 after a SIGTERM/SIGINT drain, after --check-config of a valid file, --help and --version;
