@@ -7,7 +7,7 @@
 //
 // Each published value is a running total the core alone writes, so a store (not an add) is correct and
 // the scraped counters never go backwards. The per-core connection gauges are not touched here: the control
-// thread owns those slots (control/engine_stats_publish.hpp).
+// thread owns those slots (daemon/engine_stats_publish.hpp).
 
 #include <cstddef>
 #include <cstdint>

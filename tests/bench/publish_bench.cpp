@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "control/engine_stats_publish.hpp"
+#include "daemon/engine_stats_publish.hpp"
 #include "dataplane/core_stats_publish.hpp"
 #include "telemetry/collector.hpp"
 #include "telemetry/stats.hpp"

@@ -1,4 +1,4 @@
-// The rdmagate command line (control/gateway_cli.*): modes, repeatable --set, and clear errors.
+// The rdmagate command line (daemon/gateway_cli.*): modes, repeatable --set, and clear errors.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "control/gateway_cli.hpp"
+#include "daemon/gateway_cli.hpp"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // The daemon's structured logger: both line formats, escaping of hostile values, the level filter.
-#include "control/log.hpp"
+#include "daemon/log.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

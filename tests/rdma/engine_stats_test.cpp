@@ -17,8 +17,8 @@
 
 #include "../telemetry/exposition_util.hpp"
 #include "control/engine.hpp"
-#include "control/engine_stats_publish.hpp"
 #include "control/rdma_device.hpp"
+#include "daemon/engine_stats_publish.hpp"
 #include "dataplane/backend/backend_factory.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/services.hpp"
@@ -62,7 +62,6 @@ EngineConfig engine_config(const char* name, bool passive, unsigned lcore) {
   return e;
 }
 
-using ClientLoop = dataplane::CoreLoop<dataplane::VerbsBackend, dataplane::EchoClientService>;
 
 telemetry::test::Exposition scrape(const telemetry::StatsCollector& c) {
   std::ostringstream os;

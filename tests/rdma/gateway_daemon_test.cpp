@@ -5,10 +5,10 @@
 // SIGTERM under load.
 //
 // The parent never initialises EAL. It re-executes itself as the daemon ("gateway_daemon_test daemon
-// --config ...": control/gateway_main.cpp linked in), as the echo client ("... peer client ...":
+// --config ...": daemon/gateway_main.cpp linked in), as the echo client ("... peer client ...":
 // engine_peer.cpp) and as the object client ("... objects ..."), so the manifest's one binary and its library
 // closure are all the guest needs. RDMAGATE_DAEMON_BIN=<path> runs that binary as the daemon instead (e.g.
-// build/control/rdmagate).
+// build/daemon/rdmagate).
 //
 // Lcores (2 vCPUs): the daemon's control thread on CPU 0 and its core on CPU 1; each client puts its control
 // thread on CPU 1 and its core on CPU 0. Every poller yields when idle.

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "control/engine_stats_publish.hpp"
+#include "daemon/engine_stats_publish.hpp"
 #include "dataplane/core_stats_publish.hpp"
 #include "exposition_util.hpp"
 #include "telemetry/collector.hpp"

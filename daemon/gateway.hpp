@@ -3,6 +3,8 @@
 // from one loaded conf::Config, plus the control loop that drives it (signals, reload, telemetry).
 //
 // Startup order (each step logs; a failure returns an error naming the key or the call):
+//   0. every setting below is planned from the config alone (plan_gateway, daemon/gateway_settings.hpp);
+//      the steps only build what the plan says;
 //   1. the RDMA device (device.name, or the only one) is opened and checked against the config
 //      (conf::validateAgainstDevice) before EAL starts or anything is created on it;
 //   2. EAL (eal.*: lcores, main lcore, hugepages with the --no-huge fallback in auto, memory, prefix);
@@ -46,10 +48,6 @@ class Engine;
 // Call it in main() before any thread exists, so that every thread (EAL's lcores, civetweb's workers)
 // inherits the mask and only the signalfd sees those signals. -1 and *error on failure.
 int block_daemon_signals(std::string* error);
-
-// EAL memory (-m, MiB) when eal.memory_mib is 0: the store's region plus every core's buffers and rings,
-// with headroom for EAL's own allocations. Pure; exposed for the log line and tests.
-std::uint64_t derived_eal_memory_mib(const conf::Config& cfg);
 
 class Gateway {
  public:

@@ -1,7 +1,7 @@
-# The daemon's verbs-free pieces: the structured logger (control/log.*) and the command-line parser
-# (control/gateway_cli.*). No EAL, verbs or rdma_cm, so the host unit tests (tests/daemon) build them in
-# every configuration, including RDMAGATE_UNIT_ONLY where control/ itself is left out. Included (once)
-# from control/CMakeLists.txt or, when that folder is filtered out, from tests/daemon.
+# The daemon's verbs-free pieces: the structured logger (daemon/log.*) and the command-line parser
+# (daemon/gateway_cli.*). No EAL, verbs or rdma_cm, so the host unit tests (tests/daemon) build them in
+# every configuration, including RDMAGATE_UNIT_ONLY where daemon/ itself is left out. Included (once)
+# from daemon/CMakeLists.txt or, when that folder is filtered out, from tests/daemon.
 include_guard(GLOBAL)
 
 # The version --version prints: the project version, plus `git describe` at configure time when the source

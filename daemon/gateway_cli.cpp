@@ -1,4 +1,4 @@
-#include "control/gateway_cli.hpp"
+#include "daemon/gateway_cli.hpp"
 
 #include <getopt.h>
 

@@ -1,4 +1,4 @@
-#include "control/log.hpp"
+#include "daemon/log.hpp"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-// rdmagate: the gateway daemon. See control/gateway_cli.hpp for the command line, control/gateway.hpp for
+// rdmagate: the gateway daemon. See daemon/gateway_cli.hpp for the command line, daemon/gateway.hpp for
 // what starts in which order, conf/README.md for the configuration.
 //
 // Exit codes: 0 after a SIGTERM/SIGINT drain, after --check-config of a valid file, --help and --version;
@@ -10,9 +10,9 @@
 #include <string>
 
 #include "conf/conf.hpp"
-#include "control/gateway.hpp"
-#include "control/gateway_cli.hpp"
-#include "control/log.hpp"
+#include "daemon/gateway.hpp"
+#include "daemon/gateway_cli.hpp"
+#include "daemon/log.hpp"
 
 // Also linked into the guest test (RDMAGATE_GATEWAY_MAIN_EMBEDDED), which re-executes itself as the daemon,
 // so the test binary and its library closure are all the guest needs.

@@ -1,4 +1,4 @@
-#include "control/engine_stats_publish.hpp"
+#include "daemon/engine_stats_publish.hpp"
 
 #include "protocol/errors.hpp"
 

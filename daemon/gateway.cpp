@@ -1,4 +1,4 @@
-#include "control/gateway.hpp"
+#include "daemon/gateway.hpp"
 
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -19,10 +19,11 @@
 #include <thread>
 
 #include "control/engine.hpp"
-#include "control/engine_stats_publish.hpp"
-#include "control/gateway_cli.hpp"
-#include "control/log.hpp"
 #include "control/rdma_device.hpp"
+#include "daemon/engine_stats_publish.hpp"
+#include "daemon/gateway_cli.hpp"
+#include "daemon/gateway_settings.hpp"
+#include "daemon/log.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/huge_buffer.hpp"
 #include "dataplane/object_service.hpp"
@@ -44,38 +45,6 @@ constexpr auto kCoreStartTimeout = std::chrono::seconds(10);
 
 log::Logger& lg() {
   return log::logger();
-}
-
-// Per-connection transmit descriptors: the responses a full window of requests needs, plus NOOPs and
-// completions behind them (the engine tests run 32 deep with 96).
-std::uint32_t tx_per_conn(std::uint32_t depth) {
-  return std::min<std::uint32_t>(3 * depth, 3 * 16384);
-}
-
-store::StoreConfig store_config(const conf::Config& cfg) {
-  store::StoreConfig s;
-  s.capacity_bytes = cfg.store.capacity_mib * conf::kMiB;
-  s.max_value = cfg.store.max_value_bytes;
-  // One object per 4 KiB of capacity, within bounds that keep the index small and useful.
-  s.max_objects =
-      static_cast<std::uint32_t>(std::clamp<std::uint64_t>(s.capacity_bytes / 4096, 4096, 1u << 22));
-  s.max_cores = std::max<std::uint32_t>(64, static_cast<std::uint32_t>(cfg.dataplane.cores.size()));
-  return s;
-}
-
-// The store's region: the capacity for values plus the fixed metadata carved in front of the arena (which
-// itself grows a little with the region: the allocator's map).
-std::uint64_t store_region_bytes(const conf::Config& cfg) {
-  const store::StoreConfig s = store_config(cfg);
-  std::uint64_t region = s.capacity_bytes + store::Store::metadata_bytes(s, s.capacity_bytes);
-  region = s.capacity_bytes + store::Store::metadata_bytes(s, region) + 4096;
-  return (region + 4095) & ~std::uint64_t{4095};
-}
-
-std::uint64_t core_region_bytes(const conf::Config& cfg) {
-  const std::uint64_t depth = cfg.dataplane.queue_depth;
-  return std::uint64_t{cfg.dataplane.max_connections_per_core} *
-         (depth + tx_per_conn(cfg.dataplane.queue_depth)) * cfg.dataplane.inline_threshold_bytes;
 }
 
 std::optional<conf::IpAddress> to_ip(const sockaddr* sa) {
@@ -168,18 +137,6 @@ void log_config_errors(const std::vector<conf::ConfigError>& errors, std::string
   }
 }
 
-dataplane::HugepagePolicy hugepage_policy(conf::HugepageMode m) {
-  switch (m) {
-    case conf::HugepageMode::kRequired:
-      return dataplane::HugepagePolicy::kRequire;
-    case conf::HugepageMode::kDisabled:
-      return dataplane::HugepagePolicy::kNever;
-    case conf::HugepageMode::kAuto:
-      break;
-  }
-  return dataplane::HugepagePolicy::kAuto;
-}
-
 // The engine's log lines, structured: a "warning: " prefix makes a warning.
 void engine_log_sink(std::string_view line) {
   constexpr std::string_view kWarning = "warning: ";
@@ -209,14 +166,6 @@ int block_daemon_signals(std::string* error) {
   return fd;
 }
 
-std::uint64_t derived_eal_memory_mib(const conf::Config& cfg) {
-  const std::uint64_t cores = cfg.dataplane.cores.size();
-  // Per core besides its buffers: CQ, handoff rings and descriptor tables, a few MiB at most.
-  const std::uint64_t bytes = store_region_bytes(cfg) + cores * (core_region_bytes(cfg) + 4 * conf::kMiB);
-  // Headroom for EAL's own heap use (memzones, malloc heap metadata) and fragmentation.
-  return (bytes + conf::kMiB - 1) / conf::kMiB + 64;
-}
-
 Gateway::Gateway() = default;
 
 Gateway::~Gateway() {
@@ -231,12 +180,14 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
   g->opts_ = std::move(options);
   const conf::Config& cfg = g->loaded_.config;
   g->allowed_ = cfg.security.allowed_clients;
+  std::optional<GatewaySettings> planned = plan_gateway(cfg, error);
+  if (!planned) return nullptr;
+  GatewaySettings& s = *planned;
 
   // 1. The device, checked against the config before EAL or the engine touch it.
-  const std::string dev_name = cfg.device.name == "auto" ? std::string() : cfg.device.name;
   {
     RdmaProbe probe;
-    auto dev = RdmaDevice::open(dev_name, &probe);
+    auto dev = RdmaDevice::open(s.engine.device, &probe);
     if (!dev) {
       *error = probe.message;
       return nullptr;
@@ -258,99 +209,45 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     lg().info("device", {{"device", dev->name()}, {"describe", dev->describe()}});
     if (cfg.device.port <= dev->ports().size()) g->port_active_ = dev->ports()[cfg.device.port - 1].active();
   }
-  static_assert(conf::kMaxConnectionsPerCore == dataplane::kMaxConnsPerCore,
-                "the config's range must be what the engine can hold");
-  if (cfg.dataplane.max_connections_per_core > dataplane::kMaxConnsPerCore) {
-    *error = "dataplane.max_connections_per_core: " + std::to_string(cfg.dataplane.max_connections_per_core) +
-             " is above the engine's limit of " + std::to_string(dataplane::kMaxConnsPerCore) + " per core";
-    return nullptr;
-  }
 
   // 2. EAL.
-  dataplane::EalOptions eo;
-  eo.program_name = "rdmagate";
-  eo.lcores = cfg.eal.lcores.str();
-  eo.main_lcore = static_cast<int>(cfg.eal.main_lcore);
-  const std::uint64_t mem_mib = cfg.eal.memory_mib != 0 ? cfg.eal.memory_mib : derived_eal_memory_mib(cfg);
-  eo.memory_mb = static_cast<unsigned>(mem_mib);
-  eo.file_prefix = cfg.eal.in_memory ? std::string() : cfg.eal.file_prefix;
-  eo.huge_dir = cfg.eal.hugepage_dir;
-  eo.hugepages = hugepage_policy(cfg.eal.hugepages);
-  g->eal_ = dataplane::EalRuntime::init(eo, error);
+  g->eal_ = dataplane::EalRuntime::init(s.eal, error);
   if (!g->eal_) return nullptr;
   lg().info("eal up", {{"args", g->eal_->args_line()},
                        {"hugepages", g->eal_->hugepages()},
-                       {"memory_mib", mem_mib},
-                       {"memory_derived", cfg.eal.memory_mib == 0},
+                       {"memory_mib", s.eal.memory_mb},
+                       {"memory_derived", s.eal_memory_derived},
                        {"seconds", g->eal_->init_seconds()}});
   if (!g->eal_->hugepages() && cfg.eal.hugepages == conf::HugepageMode::kAuto) {
     lg().warn("running without hugepages", {{"reason", g->eal_->probe().reason}, {"key", "eal.hugepages"}});
   }
 
   // 3. The store.
-  const store::StoreConfig scfg = store_config(cfg);
-  const std::uint64_t region_bytes = store_region_bytes(cfg);
-  g->region_ =
-      std::make_unique<dataplane::HugeBuffer>(dataplane::HugeBuffer::allocate(region_bytes, -1, 4096, error));
+  g->region_ = std::make_unique<dataplane::HugeBuffer>(
+      dataplane::HugeBuffer::allocate(s.store_region_bytes, -1, 4096, error));
   if (!*g->region_) {
-    *error = "store region (" + std::to_string(region_bytes >> 20) + " MiB for store.capacity_mib " +
+    *error = "store region (" + std::to_string(s.store_region_bytes >> 20) + " MiB for store.capacity_mib " +
              std::to_string(cfg.store.capacity_mib) + "): " + *error;
     return nullptr;
   }
   g->store_ = store::Store::create(
-      scfg, std::span<std::byte>(reinterpret_cast<std::byte*>(g->region_->data()), g->region_->size()),
+      s.store, std::span<std::byte>(reinterpret_cast<std::byte*>(g->region_->data()), g->region_->size()),
       error);
   if (!g->store_) return nullptr;
   lg().info("store", {{"capacity_bytes", g->store_->capacity_bytes()},
                       {"arena_bytes", g->store_->arena_bytes()},
                       {"max_value_bytes", g->store_->max_value()},
-                      {"max_objects", scfg.max_objects},
+                      {"max_objects", s.store.max_objects},
                       {"hugepage_backed", g->region_->hugepage_backed()}});
 
   // 4. The engine.
-  EngineConfig ec;
-  ec.name = "gateway";
-  ec.device = dev_name;
-  ec.passive = true;
-  for (const std::uint32_t lcore : cfg.dataplane.cores) {
-    dataplane::CoreConfig cc;
-    cc.lcore = lcore;
-    cc.max_conns = cfg.dataplane.max_connections_per_core;
-    cc.rx_per_conn = cfg.dataplane.queue_depth;
-    cc.tx_per_conn = tx_per_conn(cfg.dataplane.queue_depth);
-    cc.buf_size = cfg.dataplane.inline_threshold_bytes;
-    cc.poll_burst = cfg.dataplane.poll_burst;
-    cc.idle = cfg.dataplane.idle_policy == conf::IdlePolicy::kYield   ? dataplane::IdlePolicy::kYield
-              : cfg.dataplane.idle_policy == conf::IdlePolicy::kPause ? dataplane::IdlePolicy::kPause
-                                                                      : dataplane::IdlePolicy::kBusy;
-    cc.idle_yield_after = cfg.dataplane.idle_yield_after;
-    cc.bulk_bytes_per_conn = 0;  // chunks move between the peer's memory and the store arena directly
-    cc.keepalive_us = std::uint64_t{cfg.protocol.keepalive_ms} * 1000;
-    cc.dead_peer_us = std::uint64_t{cfg.protocol.dead_peer_timeout_ms} * 1000;
-    ec.cores.push_back(cc);
-  }
-  const std::uint64_t max_bulk = std::min<std::uint64_t>(0xffffffffu, 2 * cfg.store.max_value_bytes);
-  ec.local.params = protocol::ConnParams{
-      static_cast<std::uint16_t>(cfg.dataplane.queue_depth), cfg.dataplane.inline_threshold_bytes,
-      static_cast<std::uint16_t>(cfg.dataplane.max_fragments), static_cast<std::uint32_t>(max_bulk)};
-  ec.local.min_queue_depth = protocol::kMinCreditQueueDepth;
-  ec.local.want_checksum = cfg.protocol.checksum;
-  ec.signal_interval = static_cast<std::uint16_t>(cfg.dataplane.signal_interval);
-  ec.send_inline_bytes = cfg.dataplane.send_inline_bytes;
-  ec.handshake_timeout = std::chrono::milliseconds(cfg.protocol.handshake_timeout_ms);
-  ec.backoff.min = std::chrono::milliseconds(cfg.protocol.reconnect_min_ms);
-  ec.backoff.max = std::chrono::milliseconds(cfg.protocol.reconnect_max_ms);
   Gateway* self = g.get();
-  ec.admit = [self](const sockaddr* peer) { return self->admit(peer); };
-  ec.log_sink = engine_log_sink;
-  if (cfg.dataplane.control_check_interval != dataplane::EngineCoreMailbox::kCheckEvery) {
-    lg().warn("dataplane.control_check_interval is fixed in this build",
-              {{"key", "dataplane.control_check_interval"},
-               {"configured", cfg.dataplane.control_check_interval},
-               {"used", dataplane::EngineCoreMailbox::kCheckEvery}});
-  }
-  g->engine_ = Engine::create(ec, error);
+  s.engine.admit = [self](const sockaddr* peer) { return self->admit(peer); };
+  s.engine.log_sink = engine_log_sink;
+  g->engine_ = Engine::create(s.engine, error);
   if (!g->engine_) return nullptr;
+  lg().info("dataplane backend", {{"backend", g->engine_->backend_name()},
+                                  {"configured", conf::toString(cfg.dataplane.backend)}});
   // The arena: local write only (RDMA READs of PUT values land in it); no key to it ever leaves the process.
   ibv_mr* mr = g->engine_->register_memory(g->store_->arena_base(), g->store_->arena_bytes(),
                                            IBV_ACCESS_LOCAL_WRITE, error);
@@ -378,23 +275,19 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
   }
 
   // 5. Telemetry first, so /readyz explains the rest of the startup; then the cores; then the listeners.
-  g->health_ = std::make_unique<telemetry::HealthState>(
-      *g->collector_, std::chrono::milliseconds(cfg.telemetry.core_stall_ms));
+  g->health_ = std::make_unique<telemetry::HealthState>(*g->collector_, s.core_stall);
   g->health_->set_port_active(g->port_active_);
-  if (cfg.telemetry.enabled) {
-    telemetry::HttpOptions ho;
-    ho.bind_address = cfg.telemetry.bind_address.str();
-    ho.port = cfg.telemetry.port;
+  if (s.http) {
     // civetweb's threads would inherit this thread's CPUs, which EAL has made the main lcore's; say so
     // explicitly, so that serving /metrics can never land on a data-plane core's CPU.
-    ho.cpus = rte_lcore_cpuset(rte_get_main_lcore());
+    s.http->cpus = rte_lcore_cpuset(rte_get_main_lcore());
     std::string herr;
-    g->http_ = telemetry::HttpServer::start(ho, g->collector_, *g->health_, herr);
+    g->http_ = telemetry::HttpServer::start(*s.http, g->collector_, *g->health_, herr);
     if (!g->http_) {
       *error = "telemetry (telemetry.bind_address, telemetry.port): " + herr;
       return nullptr;
     }
-    lg().info("telemetry listening", {{"addr", ho.bind_address}, {"port", g->http_->port()}});
+    lg().info("telemetry listening", {{"addr", s.http->bind_address}, {"port", g->http_->port()}});
   }
   if (!g->engine_->launch_cores(std::move(runners), error)) return nullptr;
   const auto deadline = Clock::now() + kCoreStartTimeout;
@@ -412,14 +305,13 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
                               {"idle_policy", conf::toString(cfg.dataplane.idle_policy)},
                               {"queue_depth", cfg.dataplane.queue_depth},
                               {"message_bytes", cfg.dataplane.inline_threshold_bytes}});
-  for (const conf::IpAddress& a : cfg.listen.addresses) {
-    const std::uint16_t port =
-        g->engine_->listen(a.str(), cfg.listen.port, error, static_cast<int>(cfg.listen.backlog));
+  for (const ListenerSettings& l : s.listeners) {
+    const std::uint16_t port = g->engine_->listen(l.address, l.port, error, l.backlog);
     if (port == 0) {
-      *error = "listen.addresses " + a.str() + " port " + std::to_string(cfg.listen.port) + ": " + *error;
+      *error = "listen.addresses " + l.address + " port " + std::to_string(l.port) + ": " + *error;
       return nullptr;
     }
-    lg().info("listening", {{"addr", a.str()}, {"port", port}});
+    lg().info("listening", {{"addr", l.address}, {"port", port}});
   }
   return g;
 }
@@ -460,12 +352,8 @@ void Gateway::check_port() {
 void Gateway::apply_live(const conf::Config& c) {
   lg().set_level(c.logging.level);
   allowed_ = c.security.allowed_clients;
-  BackoffPolicy backoff;
-  backoff.min = std::chrono::milliseconds(c.protocol.reconnect_min_ms);
-  backoff.max = std::chrono::milliseconds(c.protocol.reconnect_max_ms);
-  engine_->set_timeouts_st(std::chrono::milliseconds(c.protocol.handshake_timeout_ms), backoff,
-                           std::uint64_t{c.protocol.keepalive_ms} * 1000,
-                           std::uint64_t{c.protocol.dead_peer_timeout_ms} * 1000);
+  const TimeoutSettings t = plan_timeouts(c.protocol);
+  engine_->set_timeouts_st(t.handshake_timeout, t.backoff, t.keepalive_us, t.dead_peer_us);
   health_->set_liveness_threshold(std::chrono::milliseconds(c.telemetry.core_stall_ms));
 }
 

@@ -1,0 +1,63 @@
+#pragma once
+// What the daemon builds, planned from one conf::Config before anything is built: the EAL options, the
+// store's sizing, the engine and its cores, the listeners and the telemetry server. Pure (no device, EAL,
+// threads or I/O) so that every key's effect is unit-tested on the host (tests/daemon); Gateway::start only
+// wires what this returns.
+//
+// Not planned here, because only the running process knows it: the engine's admission and log callbacks
+// (they reach the Gateway), the CPUs of civetweb's threads (EAL's main lcore, known after rte_eal_init), and
+// everything the device says (conf::validateAgainstDevice checks the config against it; nothing here is
+// derived from it).
+//
+// The headers below bring in verbs and DPDK declarations for the settings' types; the mapping calls neither,
+// so its library and tests link without libibverbs or EAL.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "conf/config.hpp"
+#include "control/engine.hpp"
+#include "dataplane/eal_runtime.hpp"
+#include "dataplane/store/store.hpp"
+#include "telemetry/http_server.hpp"
+
+namespace rdmagate::control {
+
+struct ListenerSettings {
+  std::string address;  // IP literal, as rdma_cm takes it
+  std::uint16_t port = 0;
+  int backlog = 0;
+};
+
+// The liveness and reconnect timing, which a SIGHUP applies to the running engine as well.
+struct TimeoutSettings {
+  Duration handshake_timeout{};
+  BackoffPolicy backoff{};
+  std::uint64_t keepalive_us = 0;
+  std::uint64_t dead_peer_us = 0;
+};
+
+struct GatewaySettings {
+  dataplane::EalOptions eal;
+  bool eal_memory_derived = false;  // eal.memory_mib was 0: eal.memory_mb is derived_eal_memory_mib
+  store::StoreConfig store;
+  std::uint64_t store_region_bytes = 0;  // the store's one HugeBuffer: capacity plus metadata, page-rounded
+  EngineConfig engine;                   // admit and log_sink unset
+  std::vector<ListenerSettings> listeners;
+  std::optional<telemetry::HttpOptions> http;  // unset: telemetry.enabled is false; cpus unset
+  std::chrono::milliseconds core_stall{};      // HealthState's liveness threshold
+};
+
+// nullopt and *error (naming the key) when the config asks for what this build's engine cannot hold.
+std::optional<GatewaySettings> plan_gateway(const conf::Config& cfg, std::string* error);
+
+TimeoutSettings plan_timeouts(const conf::ProtocolConfig& p);
+
+// EAL memory (-m, MiB) when eal.memory_mib is 0: the store's region plus every core's buffers and rings,
+// with headroom for EAL's own allocations.
+std::uint64_t derived_eal_memory_mib(const conf::Config& cfg);
+
+}  // namespace rdmagate::control

@@ -1,0 +1,319 @@
+// The daemon's plan (daemon/gateway_settings.*): what each configuration key turns into for EAL, the store,
+// the engine and its cores, the listeners and telemetry. Configs go through the real loader (YAML plus
+// --set), so every key here is one an operator can write. No device, no EAL: nothing here calls verbs or
+// DPDK.
+#include "daemon/gateway_settings.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "conf/conf.hpp"
+
+namespace {
+
+using namespace rdmagate;
+using namespace std::chrono_literals;
+using control::GatewaySettings;
+
+constexpr std::uint64_t kMiB = 1024 * 1024;
+
+// An empty file plus overrides on a 128-CPU host, so any valid cpu list loads.
+conf::Config load(std::vector<std::string> overrides = {}) {
+  conf::LoadOptions opts;
+  opts.overrides = std::move(overrides);
+  for (std::uint32_t c = 0; c < conf::kMaxLcores; ++c) opts.host.online_cpus.insert(c);
+  conf::Result<conf::LoadedConfig> r = conf::loadConfigText("", "test.yaml", opts);
+  if (!r) {
+    ADD_FAILURE() << conf::formatErrors(r.errors());
+    return {};
+  }
+  return r->config;
+}
+
+GatewaySettings plan(const conf::Config& cfg) {
+  std::string error;
+  std::optional<GatewaySettings> s = control::plan_gateway(cfg, &error);
+  if (!s) {
+    ADD_FAILURE() << "plan_gateway: " << error;
+    return {};
+  }
+  return *s;
+}
+
+GatewaySettings plan(std::vector<std::string> overrides = {}) {
+  return plan(load(std::move(overrides)));
+}
+
+// What one core's buffers take: receive plus transmit descriptors per connection, one message each.
+std::uint64_t core_pool_bytes(std::uint64_t conns, std::uint64_t rx, std::uint64_t tx, std::uint64_t msg) {
+  return conns * (rx + tx) * msg;
+}
+
+TEST(GatewaySettings, DefaultsEal) {
+  const GatewaySettings s = plan();
+  EXPECT_EQ(s.eal.program_name, "rdmagate");
+  EXPECT_EQ(s.eal.lcores, "0-1");  // main lcore 0 plus the one data-plane core
+  EXPECT_EQ(s.eal.main_lcore, 0);
+  EXPECT_EQ(s.eal.file_prefix, "");  // eal.in_memory: --in-memory, no prefix
+  EXPECT_EQ(s.eal.huge_dir, "");
+  EXPECT_EQ(s.eal.hugepages, dataplane::HugepagePolicy::kAuto);
+  EXPECT_TRUE(s.eal.extra_args.empty());
+  EXPECT_TRUE(s.eal_memory_derived);
+}
+
+TEST(GatewaySettings, DefaultsStore) {
+  const GatewaySettings s = plan();
+  EXPECT_EQ(s.store.capacity_bytes, 256 * kMiB);
+  EXPECT_EQ(s.store.max_value, 4 * kMiB);
+  EXPECT_EQ(s.store.max_objects, 65536u);  // one per 4 KiB of capacity
+  EXPECT_EQ(s.store.max_cores, 64u);
+  // The region holds the capacity and the metadata in front of it, in whole pages.
+  EXPECT_EQ(s.store_region_bytes % 4096, 0u);
+  EXPECT_GE(s.store_region_bytes,
+            s.store.capacity_bytes + store::Store::metadata_bytes(s.store, s.store.capacity_bytes));
+  EXPECT_LE(s.store_region_bytes,
+            s.store.capacity_bytes + store::Store::metadata_bytes(s.store, s.store_region_bytes) + 2 * 4096);
+}
+
+TEST(GatewaySettings, DefaultsEngineAndCore) {
+  const GatewaySettings s = plan();
+  const control::EngineConfig& e = s.engine;
+  EXPECT_EQ(e.name, "gateway");
+  EXPECT_EQ(e.device, "");  // device.name auto: the only device
+  EXPECT_TRUE(e.passive);
+  EXPECT_EQ(e.local.params, (protocol::ConnParams{64, 4096, 16, 8 * kMiB}));  // bulk: 2 x max_value_bytes
+  EXPECT_EQ(e.local.min_queue_depth, protocol::kMinCreditQueueDepth);
+  EXPECT_FALSE(e.local.want_checksum);
+  EXPECT_EQ(e.signal_interval, 16);
+  EXPECT_EQ(e.send_inline_bytes, 236u);
+  EXPECT_EQ(e.handshake_timeout, 10s);
+  EXPECT_EQ(e.backoff.min, 100ms);
+  EXPECT_EQ(e.backoff.max, 5s);
+  EXPECT_FALSE(e.admit);  // the wiring's: admission reads the Gateway's allow list
+  EXPECT_FALSE(e.log_sink);
+
+  ASSERT_EQ(e.cores.size(), 1u);
+  const dataplane::CoreConfig& c = e.cores[0];
+  EXPECT_EQ(c.lcore, 1u);
+  EXPECT_EQ(c.max_conns, 64u);
+  EXPECT_EQ(c.rx_per_conn, 64u);
+  EXPECT_EQ(c.tx_per_conn, 192u);  // three per credit
+  EXPECT_EQ(c.buf_size, 4096u);
+  EXPECT_EQ(c.poll_burst, 32u);
+  EXPECT_EQ(c.idle, dataplane::IdlePolicy::kBusy);
+  EXPECT_EQ(c.idle_yield_after, 256u);
+  EXPECT_EQ(c.bulk_bytes_per_conn, 0u);  // chunks go between the peer and the store arena directly
+  EXPECT_EQ(c.keepalive_us, 1'000'000u);
+  EXPECT_EQ(c.dead_peer_us, 10'000'000u);
+}
+
+TEST(GatewaySettings, DefaultsListenersAndTelemetry) {
+  const GatewaySettings s = plan();
+  ASSERT_EQ(s.listeners.size(), 1u);
+  EXPECT_EQ(s.listeners[0].address, "0.0.0.0");
+  EXPECT_EQ(s.listeners[0].port, 7471);
+  EXPECT_EQ(s.listeners[0].backlog, 128);
+  ASSERT_TRUE(s.http.has_value());
+  EXPECT_EQ(s.http->bind_address, "127.0.0.1");
+  EXPECT_EQ(s.http->port, 9464);
+  EXPECT_FALSE(s.http->cpus.has_value());  // the wiring's: EAL's main lcore, known once EAL runs
+  EXPECT_EQ(s.core_stall, 1000ms);
+}
+
+TEST(GatewaySettings, DerivedEalMemoryIsTheStoreRegionPlusEveryCorePoolWithHeadroom) {
+  const GatewaySettings s = plan();
+  // 64 connections x (64 rx + 192 tx) x 4096 B, plus 4 MiB of rings and tables per core, plus 64 MiB.
+  const std::uint64_t bytes = s.store_region_bytes + core_pool_bytes(64, 64, 192, 4096) + 4 * kMiB;
+  EXPECT_EQ(s.eal.memory_mb, (bytes + kMiB - 1) / kMiB + 64);
+  EXPECT_EQ(s.eal.memory_mb, control::derived_eal_memory_mib(load()));
+
+  // Each further core adds exactly one pool and its rings.
+  const GatewaySettings three = plan({"dataplane.cores=[1,2,3]"});
+  EXPECT_EQ(three.store_region_bytes, s.store_region_bytes);
+  EXPECT_EQ(three.eal.memory_mb,
+            s.eal.memory_mb + 2 * (core_pool_bytes(64, 64, 192, 4096) + 4 * kMiB) / kMiB);
+}
+
+TEST(GatewaySettings, ExplicitEalMemoryIsUsedAsIs) {
+  const GatewaySettings s = plan({"eal.memory_mib=2048"});
+  EXPECT_EQ(s.eal.memory_mb, 2048u);
+  EXPECT_FALSE(s.eal_memory_derived);
+}
+
+TEST(GatewaySettings, EalKeys) {
+  const GatewaySettings s =
+      plan({"eal.main_lcore=4", "dataplane.cores=[5,7]", "eal.hugepages=required",
+            "eal.hugepage_dir=/mnt/huge1G", "eal.in_memory=false", "eal.file_prefix=gw1"});
+  EXPECT_EQ(s.eal.lcores, "4-5,7");
+  EXPECT_EQ(s.eal.main_lcore, 4);
+  EXPECT_EQ(s.eal.hugepages, dataplane::HugepagePolicy::kRequire);
+  EXPECT_EQ(s.eal.huge_dir, "/mnt/huge1G");
+  EXPECT_EQ(s.eal.file_prefix, "gw1");  // only without --in-memory
+
+  // DPDK refuses --in-memory with --no-huge, so the loader wants in_memory off; the default prefix then
+  // shows.
+  const GatewaySettings nohuge = plan({"eal.hugepages=disabled", "eal.in_memory=false"});
+  EXPECT_EQ(nohuge.eal.hugepages, dataplane::HugepagePolicy::kNever);
+  EXPECT_EQ(nohuge.eal.file_prefix, "rdmagate");
+  EXPECT_EQ(plan({"eal.in_memory=true", "eal.file_prefix=gw1"}).eal.file_prefix, "");
+}
+
+TEST(GatewaySettings, OneCoreConfigPerDataplaneCore) {
+  const GatewaySettings s = plan({"dataplane.cores=2-3,6", "dataplane.max_connections_per_core=200"});
+  ASSERT_EQ(s.engine.cores.size(), 3u);
+  EXPECT_EQ(s.engine.cores[0].lcore, 2u);
+  EXPECT_EQ(s.engine.cores[1].lcore, 3u);
+  EXPECT_EQ(s.engine.cores[2].lcore, 6u);
+  for (const dataplane::CoreConfig& c : s.engine.cores) EXPECT_EQ(c.max_conns, 200u);
+  EXPECT_EQ(s.eal.lcores, "0,2-3,6");
+  EXPECT_EQ(s.store.max_cores, 64u);  // the store's table never shrinks below 64 cores
+}
+
+TEST(GatewaySettings, StoreCoreTableGrowsPast64Cores) {
+  const GatewaySettings s = plan({"dataplane.cores=1-80"});
+  EXPECT_EQ(s.engine.cores.size(), 80u);
+  EXPECT_EQ(s.store.max_cores, 80u);
+}
+
+TEST(GatewaySettings, QueueDepthSizesReceiveAndTransmitAndTheHandshake) {
+  const GatewaySettings s = plan({"dataplane.queue_depth=256"});
+  const dataplane::CoreConfig& c = s.engine.cores.at(0);
+  EXPECT_EQ(c.rx_per_conn, 256u);
+  EXPECT_EQ(c.tx_per_conn, 768u);
+  EXPECT_EQ(s.engine.local.params.queue_depth, 256);
+  EXPECT_EQ(plan({"dataplane.queue_depth=16384"}).engine.cores.at(0).tx_per_conn, 3u * 16384);
+}
+
+TEST(GatewaySettings, MessageSizeIsTheBufferSizeAndTheHandshakeMaximum) {
+  const GatewaySettings base = plan();
+  const GatewaySettings s = plan({"dataplane.inline_threshold_bytes=8192", "dataplane.max_fragments=8"});
+  EXPECT_EQ(s.engine.cores.at(0).buf_size, 8192u);
+  EXPECT_EQ(s.engine.local.params.max_message_size, 8192u);
+  EXPECT_EQ(s.engine.local.params.max_fragments, 8);
+  // Doubling the message size doubles the one core's pool in the derived EAL memory.
+  EXPECT_EQ(s.eal.memory_mb, base.eal.memory_mb + core_pool_bytes(64, 64, 192, 4096) / kMiB);
+}
+
+TEST(GatewaySettings, SendInlineBytesPassThrough) {
+  EXPECT_EQ(plan({"dataplane.send_inline_bytes=0"}).engine.send_inline_bytes, 0u);
+  EXPECT_EQ(plan({"dataplane.send_inline_bytes=512"}).engine.send_inline_bytes, 512u);
+}
+
+TEST(GatewaySettings, LoopKeys) {
+  const GatewaySettings s =
+      plan({"dataplane.poll_burst=8", "dataplane.signal_interval=32", "dataplane.control_check_interval=64"});
+  EXPECT_EQ(s.engine.cores.at(0).poll_burst, 8u);
+  EXPECT_EQ(s.engine.signal_interval, 32);
+  EXPECT_EQ(s.engine.cores.at(0).check_every, 64u);
+  EXPECT_EQ(plan().engine.cores.at(0).check_every, 16u);
+}
+
+TEST(GatewaySettings, Backend) {
+  EXPECT_EQ(plan().engine.backend, "auto");
+  EXPECT_EQ(plan({"dataplane.backend=verbs"}).engine.backend, "verbs");
+}
+
+TEST(GatewaySettings, IdlePolicy) {
+  const GatewaySettings y = plan({"dataplane.idle_policy=yield", "dataplane.idle_yield_after=64"});
+  EXPECT_EQ(y.engine.cores.at(0).idle, dataplane::IdlePolicy::kYield);
+  EXPECT_EQ(y.engine.cores.at(0).idle_yield_after, 64u);
+  EXPECT_EQ(plan({"dataplane.idle_policy=pause"}).engine.cores.at(0).idle, dataplane::IdlePolicy::kPause);
+}
+
+TEST(GatewaySettings, KeepaliveAndDeadPeerOnEveryCore) {
+  const GatewaySettings s =
+      plan({"dataplane.cores=[1,2]", "protocol.keepalive_ms=250", "protocol.dead_peer_timeout_ms=3000"});
+  ASSERT_EQ(s.engine.cores.size(), 2u);
+  for (const dataplane::CoreConfig& c : s.engine.cores) {
+    EXPECT_EQ(c.keepalive_us, 250'000u);
+    EXPECT_EQ(c.dead_peer_us, 3'000'000u);
+  }
+}
+
+TEST(GatewaySettings, TimeoutsAreWhatStartAndReloadBothApply) {
+  const conf::Config cfg = load({"protocol.keepalive_ms=250", "protocol.dead_peer_timeout_ms=3000",
+                                 "protocol.handshake_timeout_ms=2500", "protocol.reconnect_min_ms=50",
+                                 "protocol.reconnect_max_ms=2000"});
+  const control::TimeoutSettings t = control::plan_timeouts(cfg.protocol);
+  EXPECT_EQ(t.handshake_timeout, 2500ms);
+  EXPECT_EQ(t.backoff.min, 50ms);
+  EXPECT_EQ(t.backoff.max, 2000ms);
+  EXPECT_EQ(t.keepalive_us, 250'000u);
+  EXPECT_EQ(t.dead_peer_us, 3'000'000u);
+
+  const GatewaySettings s = plan(cfg);
+  EXPECT_EQ(s.engine.handshake_timeout, t.handshake_timeout);
+  EXPECT_EQ(s.engine.backoff.min, t.backoff.min);
+  EXPECT_EQ(s.engine.backoff.max, t.backoff.max);
+  EXPECT_EQ(s.engine.cores.at(0).keepalive_us, t.keepalive_us);
+  EXPECT_EQ(s.engine.cores.at(0).dead_peer_us, t.dead_peer_us);
+}
+
+TEST(GatewaySettings, ChecksumAndDevice) {
+  const GatewaySettings s = plan({"protocol.checksum=true", "device.name=rxe0"});
+  EXPECT_TRUE(s.engine.local.want_checksum);
+  EXPECT_EQ(s.engine.device, "rxe0");
+}
+
+TEST(GatewaySettings, StoreCapacityAndValueSize) {
+  const GatewaySettings big = plan({"store.capacity_mib=1024", "store.max_value_bytes=1048576"});
+  EXPECT_EQ(big.store.capacity_bytes, 1024 * kMiB);
+  EXPECT_EQ(big.store.max_objects, 262144u);
+  EXPECT_EQ(big.store.max_value, kMiB);
+  EXPECT_EQ(big.engine.local.params.max_bulk_size, 2 * kMiB);  // a chunk may carry up to two values
+  EXPECT_GE(big.store_region_bytes, 1024 * kMiB);
+  EXPECT_GT(big.eal.memory_mb, 1024u);
+
+  // The index keeps at least 4096 objects, however small the store.
+  const GatewaySettings small = plan({"store.capacity_mib=8", "store.max_value_bytes=65536"});
+  EXPECT_EQ(small.store.capacity_bytes, 8 * kMiB);
+  EXPECT_EQ(small.store.max_objects, 4096u);
+}
+
+TEST(GatewaySettings, StoreIndexStopsAt4MiObjects) {
+  EXPECT_EQ(plan({"store.capacity_mib=32768"}).store.max_objects, 1u << 22);
+}
+
+TEST(GatewaySettings, OneListenerPerAddress) {
+  const GatewaySettings s =
+      plan({"listen.addresses=[\"10.0.0.1\", \"fd00::1\"]", "listen.port=7000", "listen.backlog=16"});
+  ASSERT_EQ(s.listeners.size(), 2u);
+  EXPECT_EQ(s.listeners[0].address, "10.0.0.1");
+  EXPECT_EQ(s.listeners[1].address, "fd00::1");
+  for (const control::ListenerSettings& l : s.listeners) {
+    EXPECT_EQ(l.port, 7000);
+    EXPECT_EQ(l.backlog, 16);
+  }
+}
+
+TEST(GatewaySettings, Telemetry) {
+  const GatewaySettings s =
+      plan({"telemetry.bind_address=0.0.0.0", "telemetry.port=0", "telemetry.core_stall_ms=250"});
+  ASSERT_TRUE(s.http.has_value());
+  EXPECT_EQ(s.http->bind_address, "0.0.0.0");
+  EXPECT_EQ(s.http->port, 0);  // any free port
+  EXPECT_EQ(s.core_stall, 250ms);
+
+  const GatewaySettings off = plan({"telemetry.enabled=false", "telemetry.core_stall_ms=250"});
+  EXPECT_FALSE(off.http.has_value());
+  EXPECT_EQ(off.core_stall, 250ms);  // health is still tracked without the HTTP server
+}
+
+TEST(GatewaySettings, RefusesMoreConnectionsPerCoreThanTheEngineHolds) {
+  // The loader refuses this too; the plan must not rely on every caller having validated.
+  conf::Config cfg = load();
+  cfg.dataplane.max_connections_per_core = dataplane::kMaxConnsPerCore + 1;
+  std::string error;
+  EXPECT_FALSE(control::plan_gateway(cfg, &error).has_value());
+  EXPECT_EQ(error, "dataplane.max_connections_per_core: 513 is above the engine's limit of 512 per core");
+
+  cfg.dataplane.max_connections_per_core = dataplane::kMaxConnsPerCore;
+  error.clear();
+  const std::optional<GatewaySettings> at_limit = control::plan_gateway(cfg, &error);
+  ASSERT_TRUE(at_limit.has_value()) << error;
+  EXPECT_EQ(at_limit->engine.cores.at(0).max_conns, dataplane::kMaxConnsPerCore);
+}
+
+}  // namespace
