@@ -114,7 +114,7 @@ struct DataplaneConfig {
   std::uint32_t send_inline_bytes = 236;        // payloads up to this go IBV_SEND_INLINE (perftest's default)
   std::uint32_t max_fragments = 16;             // fragments per read or write chunk
   std::uint32_t signal_interval = 16;           // one signaled send per N
-  std::uint32_t poll_burst = 32;                // completions per ibv_poll_cq call
+  std::uint32_t poll_burst = 32;                // completions per CQ poll
   std::uint32_t control_check_interval = 16;    // loop iterations between control-ring checks
   std::uint32_t max_connections_per_core = 64;  // sizes the per-core pools, allocated once at startup
   IdlePolicy idle_policy = IdlePolicy::kBusy;

@@ -139,7 +139,7 @@ enum class ActionKind : std::uint8_t {
   kResolveAddr = 2,        // rdma_resolve_addr
   kResolveRoute = 3,       // rdma_resolve_route
   kReserveCoreSlot = 4,    // acquires kCoreSlot: pick the least-loaded core near the device
-  kCreateQp = 5,           // acquires kQp: rdma_create_qp on that core's CQ
+  kCreateQp = 5,           // acquires kQp: the device backend creates it on that core's CQ
   kPostRx = 6,             // acquires kRxPosted: post every rx buffer before connect/accept (no RNR on msg 1)
   kConnect = 7,            // acquires kCmConnected: rdma_connect with our private data
   kAccept = 8,             // acquires kCmConnected: rdma_accept with our private data

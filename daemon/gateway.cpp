@@ -64,47 +64,6 @@ std::optional<conf::IpAddress> to_ip(const sockaddr* sa) {
   return std::nullopt;
 }
 
-// ibv_query_device does not report the inline limit: create a throwaway QP asking for `want` bytes and read
-// back what it granted; when the device refuses that, find the largest size it accepts. The objects live on
-// their own PD and are gone before the engine creates anything.
-std::optional<std::uint32_t> probe_max_inline(ibv_context* ctx, std::uint32_t want) {
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  if (pd == nullptr) return std::nullopt;
-  ibv_cq* cq = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
-  if (cq == nullptr) {
-    ibv_dealloc_pd(pd);
-    return std::nullopt;
-  }
-  const auto try_inline = [&](std::uint32_t bytes) -> std::optional<std::uint32_t> {
-    ibv_qp_init_attr a{};
-    a.send_cq = cq;
-    a.recv_cq = cq;
-    a.qp_type = IBV_QPT_RC;
-    a.cap.max_send_wr = 1;
-    a.cap.max_recv_wr = 1;
-    a.cap.max_send_sge = 1;
-    a.cap.max_recv_sge = 1;
-    a.cap.max_inline_data = bytes;
-    ibv_qp* qp = ibv_create_qp(pd, &a);
-    if (qp == nullptr) return std::nullopt;
-    const std::uint32_t granted = a.cap.max_inline_data;
-    ibv_destroy_qp(qp);
-    return granted;
-  };
-  std::optional<std::uint32_t> got = try_inline(want);
-  if (!got && try_inline(0)) {
-    std::uint32_t lo = 0, hi = want;  // lo accepted, hi refused
-    while (hi - lo > 1) {
-      const std::uint32_t mid = lo + (hi - lo) / 2;
-      (try_inline(mid) ? lo : hi) = mid;
-    }
-    got = lo;
-  }
-  ibv_destroy_cq(cq);
-  ibv_dealloc_pd(pd);
-  return got;
-}
-
 const char* signal_name(int signo) {
   switch (signo) {
     case SIGTERM:
@@ -200,7 +159,13 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     if (cfg.device.port >= 1 && cfg.device.port <= dev->ports().size()) {
       lim.max_msg_size = dev->ports()[cfg.device.port - 1].max_msg_sz;
     }
-    lim.max_inline_data = probe_max_inline(dev->context(), cfg.dataplane.send_inline_bytes);
+    std::string backend_error;
+    lim.max_inline_data = dataplane::probe_max_inline(conf::toString(cfg.dataplane.backend), dev->context(),
+                                                      cfg.dataplane.send_inline_bytes, &backend_error);
+    if (!backend_error.empty()) {
+      *error = backend_error;
+      return nullptr;
+    }
     if (auto errs = conf::validateAgainstDevice(g->loaded_, lim); !errs.empty()) {
       log_config_errors(errs, "config does not fit the device");
       *error = std::to_string(errs.size()) + " configuration error(s) against device " + dev->name();

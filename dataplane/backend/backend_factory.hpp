@@ -5,12 +5,14 @@
 //   B::kKind, B::kName                         its identity (config value dataplane.backend)
 //   B::supports(ibv_context*)                  whether it can drive this device
 //   B::make_device(ibv_context*, ibv_pd*)      its DeviceBackend (backend.hpp)
+//   B::probe_max_inline(ibv_context*, want)    the inline size its QPs get (checked against the config)
 //   the hot path of backend.hpp                stage_recv_st, stage_send_st, stage_rdma_st, flush_st, poll_st
 // and CoreLoop<B, Service> is the loop that runs on its CQs.
 
 #include <infiniband/verbs.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,27 +31,27 @@ using Backends = BackendList<VerbsBackend>;
 
 namespace detail {
 
-template <typename... B>
-std::unique_ptr<DeviceBackend> make_device(BackendList<B...>, std::string_view name, ibv_context* ctx, ibv_pd* pd,
-                                           std::string* error) {
-  std::unique_ptr<DeviceBackend> dev;
+// Calls fn.template operator()<B>() for the backend `name` names ("auto": the first of the list that supports
+// the device). False and *error when there is none.
+template <typename Fn, typename... B>
+bool with_backend(BackendList<B...>, std::string_view name, ibv_context* ctx, std::string* error, Fn&& fn) {
+  bool done = false;
   std::string known;
   const bool any = name == "auto";
   const auto try_one = [&]<typename One>() {
     known += known.empty() ? One::kName : std::string(", ") + One::kName;
-    if (dev != nullptr || !(any || name == One::kName)) return;
+    if (done || !(any || name == One::kName)) return;
     if (One::supports(ctx)) {
-      dev = One::make_device(ctx, pd);
+      fn.template operator()<One>();
+      done = true;
     } else if (!any) {
       *error = std::string("dataplane.backend ") + One::kName + " does not support device " +
                ibv_get_device_name(ctx->device);
     }
   };
   (try_one.template operator()<B>(), ...);
-  if (dev == nullptr && error->empty()) {
-    *error = "dataplane.backend " + std::string(name) + ": unknown (auto, " + known + ")";
-  }
-  return dev;
+  if (!done && error->empty()) *error = "dataplane.backend " + std::string(name) + ": unknown (auto, " + known + ")";
+  return done;
 }
 
 template <typename Service, typename... B>
@@ -68,7 +70,20 @@ std::unique_ptr<CoreRunner> make_runner(BackendList<B...>, BackendKind kind, Cor
 inline std::unique_ptr<DeviceBackend> make_device_backend(std::string_view name, ibv_context* ctx, ibv_pd* pd,
                                                           std::string* error) {
   error->clear();
-  return detail::make_device(Backends{}, name, ctx, pd, error);
+  std::unique_ptr<DeviceBackend> dev;
+  detail::with_backend(Backends{}, name, ctx, error, [&]<typename B>() { dev = B::make_device(ctx, pd); });
+  return dev;
+}
+
+// The largest inline send the backend `name` gets from the device, up to `want` (the device does not report
+// it: the backend asks with throwaway QPs on a PD of their own, gone before it returns). nullopt and *error
+// when no backend of that name drives the device; nullopt alone when the device refused every probe.
+inline std::optional<std::uint32_t> probe_max_inline(std::string_view name, ibv_context* ctx, std::uint32_t want,
+                                                     std::string* error) {
+  error->clear();
+  std::optional<std::uint32_t> got;
+  detail::with_backend(Backends{}, name, ctx, error, [&]<typename B>() { got = B::probe_max_inline(ctx, want); });
+  return got;
 }
 
 // The core loop of `kind` running `svc` on core `res`.

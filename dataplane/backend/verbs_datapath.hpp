@@ -45,6 +45,9 @@ struct VerbsBackend {
   static constexpr const char* kName = "verbs";
   static bool supports(ibv_context*) noexcept { return true; }
   static std::unique_ptr<DeviceBackend> make_device(ibv_context* ctx, ibv_pd* pd) { return make_verbs_device(ctx, pd); }
+  static std::optional<std::uint32_t> probe_max_inline(ibv_context* ctx, std::uint32_t want) {
+    return verbs_probe_max_inline(ctx, want);
+  }
   static constexpr int kMaxPoll = 64;
 
   static void stage_recv_st(Qp& q, std::uint64_t wr_id, Segment s) noexcept {

@@ -151,6 +151,46 @@ class VerbsDevice final : public DeviceBackend {
 
 }  // namespace
 
+// A throwaway QP asking for `want` bytes, read back; when the device refuses that, the largest size it accepts
+// (bisection). The objects live on their own PD and are gone before the engine creates anything.
+std::optional<std::uint32_t> verbs_probe_max_inline(ibv_context* ctx, std::uint32_t want) {
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  if (pd == nullptr) return std::nullopt;
+  ibv_cq* cq = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
+  if (cq == nullptr) {
+    ibv_dealloc_pd(pd);
+    return std::nullopt;
+  }
+  const auto try_inline = [&](std::uint32_t bytes) -> std::optional<std::uint32_t> {
+    ibv_qp_init_attr a{};
+    a.send_cq = cq;
+    a.recv_cq = cq;
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = 1;
+    a.cap.max_recv_wr = 1;
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_sge = 1;
+    a.cap.max_inline_data = bytes;
+    ibv_qp* qp = ibv_create_qp(pd, &a);
+    if (qp == nullptr) return std::nullopt;
+    const std::uint32_t granted = a.cap.max_inline_data;
+    ibv_destroy_qp(qp);
+    return granted;
+  };
+  std::optional<std::uint32_t> got = try_inline(want);
+  if (!got && try_inline(0)) {
+    std::uint32_t lo = 0, hi = want;  // lo accepted, hi refused
+    while (hi - lo > 1) {
+      const std::uint32_t mid = lo + (hi - lo) / 2;
+      (try_inline(mid) ? lo : hi) = mid;
+    }
+    got = lo;
+  }
+  ibv_destroy_cq(cq);
+  ibv_dealloc_pd(pd);
+  return got;
+}
+
 std::unique_ptr<DeviceBackend> make_verbs_device(ibv_context* ctx, ibv_pd* pd) {
   return std::make_unique<VerbsDevice>(ctx, pd);
 }
