@@ -16,7 +16,7 @@
 //   core_bulk.hpp      the bulk-transfer engine: chunk queue, RDMA READ/WRITE, their completions
 //   core_commands.hpp  control's commands (ADOPT, CLOSE, CONFIG), quiesce, keepalive and dead-peer timers
 //
-// Every method ending in _st runs on the core's own lcore.
+// Every method ending in _st runs on the core's own lcore (docs/design.md "Naming").
 
 #include <rte_cycles.h>
 #include <rte_pause.h>

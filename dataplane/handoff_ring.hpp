@@ -16,7 +16,7 @@
 //   pending FIFO and goes first at the next check. Control never spins either: what does not fit waits in its
 //   backlog and is retried on the control loop's next tick.
 //
-// Every method ending in _st must run on the thread that owns that end of the ring.
+// Every method ending in _st must run on the thread that owns that end of the ring (docs/design.md "Naming").
 
 #include <rte_common.h>
 #include <rte_ring.h>
