@@ -41,7 +41,7 @@ inline constexpr std::array<std::string_view, 26> kViolationCodeNames = {
 inline constexpr std::array<std::string_view, 8> kAsyncEventNames = {
     "qp_fatal", "qp_access_err", "qp_req_err", "cq_err", "port_active", "port_err", "device_fatal", "other"};
 inline constexpr std::array<std::string_view, 3> kStoreOpNames = {"get", "put", "delete"};
-// Index = store::Status value (dataplane/store/store.hpp); a publish test checks the names match.
+// Index = store::Status value (services/storage/memory/store.hpp); a publish test checks the names match.
 inline constexpr std::array<std::string_view, 5> kStoreStatusNames = {"ok", "not_found", "too_large", "no_space",
                                                                       "bad_request"};
 // Index = dataplane::CoreError value (dataplane/core_conn.hpp).

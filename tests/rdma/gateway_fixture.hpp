@@ -48,9 +48,9 @@
 #include "dataplane/core_loop.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/huge_buffer.hpp"
-#include "dataplane/object_service.hpp"
-#include "dataplane/store/store.hpp"
 #include "dataplane/verbs_backend.hpp"
+#include "services/object/object_service.hpp"
+#include "services/storage/memory/store.hpp"
 #include "telemetry/stats.hpp"
 #include "tests/rdma/rdma_test_main.hpp"
 

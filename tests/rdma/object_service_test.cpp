@@ -25,7 +25,7 @@
 
 #include "protocol/object_wire.hpp"
 #include "tests/rdma/gateway_fixture.hpp"
-#include "tests/store/store_test_util.hpp"
+#include "tests/services/storage/memory/store_test_util.hpp"
 
 namespace {
 

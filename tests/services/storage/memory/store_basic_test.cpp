@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/store/store.hpp"
+#include "services/storage/memory/store.hpp"
 #include "store_test_util.hpp"
 
 namespace rdmagate::store {

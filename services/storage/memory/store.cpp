@@ -1,4 +1,4 @@
-#include "dataplane/store/store.hpp"
+#include "services/storage/memory/store.hpp"
 
 #include <cstring>
 #include <new>

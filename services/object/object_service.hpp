@@ -28,9 +28,9 @@
 #include <string_view>
 
 #include "dataplane/core_conn.hpp"
-#include "dataplane/store/store.hpp"
 #include "protocol/message.hpp"
 #include "protocol/object_wire.hpp"
+#include "services/storage/memory/store.hpp"
 #include "telemetry/stats.hpp"
 
 namespace rdmagate::dataplane {

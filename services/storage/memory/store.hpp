@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "dataplane/store/block_allocator.hpp"
+#include "services/storage/memory/block_allocator.hpp"
 
 namespace rdmagate::store {
 
