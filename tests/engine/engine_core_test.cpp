@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "dataplane/core_conn.hpp"
-#include "dataplane/services.hpp"
+#include "tests/support/test_services.hpp"
+#include "tools/bench/echo_client_service.hpp"
 
 namespace rdmagate::dataplane {
 namespace {

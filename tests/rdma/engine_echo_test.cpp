@@ -27,9 +27,10 @@
 #include "control/rdma_device.hpp"
 #include "dataplane/core_loop.hpp"
 #include "dataplane/eal_runtime.hpp"
-#include "dataplane/services.hpp"
 #include "protocol/incarnation.hpp"
 #include "tests/rdma/rdma_test_main.hpp"
+#include "tests/support/test_services.hpp"
+#include "tools/bench/echo_client_service.hpp"
 
 namespace {
 

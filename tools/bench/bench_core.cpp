@@ -19,10 +19,10 @@
 #include "client/client.hpp"
 #include "control/engine.hpp"
 #include "dataplane/core_loop.hpp"
-#include "dataplane/services.hpp"
 #include "dataplane/verbs_backend.hpp"
 #include "protocol/message.hpp"
 #include "protocol/object_wire.hpp"
+#include "tools/bench/echo_client_service.hpp"
 
 namespace rdmagate::bench {
 
