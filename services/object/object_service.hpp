@@ -42,10 +42,6 @@ struct ObjectServiceConfig {
   telemetry::CoreStats* stats = nullptr;  // optional: request latency by op (observe_request_ns)
 };
 
-// Object ops as counters index them (the telemetry StoreOp order).
-enum class ObjectOpIndex : std::uint8_t { kGet = 0, kPut = 1, kDelete = 2 };
-inline constexpr std::size_t kObjectOpCount = 3;
-
 // Answer statuses as counters index them: ObjectStatus 0..5, then the application ones 0x100..0x102.
 inline constexpr std::size_t kObjectStatusSlots = 9;
 constexpr std::size_t object_status_slot(protocol::ObjectStatus s) noexcept {
@@ -58,8 +54,9 @@ constexpr std::size_t object_status_slot(protocol::ObjectStatus s) noexcept {
 // Plain per-core counters: only the owning core writes them; read them after the core stopped (or tolerate
 // torn values).
 struct ObjectServiceCounters {
-  std::array<std::uint64_t, kObjectOpCount> requests{};  // well-formed object requests, by op
-  std::array<std::array<std::uint64_t, kObjectStatusSlots>, kObjectOpCount> statuses{};  // answers by op
+  std::array<std::uint64_t, protocol::kObjectOpCount> requests{};  // well-formed object requests, by op
+  // Answers by op, then object_status_slot.
+  std::array<std::array<std::uint64_t, kObjectStatusSlots>, protocol::kObjectOpCount> statuses{};
   std::array<std::uint64_t, protocol::kObjectParseErrorCount> parse_errors{};  // refused payloads, by reason
   std::uint64_t echo = 0;
   std::uint64_t sink = 0;
@@ -109,28 +106,28 @@ class ObjectService {
       return;
     }
     switch (req.op) {
-      case ObjectOpcode::kPut: {
+      case protocol::ObjectOp::kPut: {
         const store::Status st = cfg_.store->put(cfg_.store_core, req.key, std::as_bytes(req.value));
         if (st == store::Status::kOk) cnt_.bytes_in += req.value.size();
-        answer_st(api, c, ObjectOpIndex::kPut, m.opcode, m.cookie, map_status(st),
+        answer_st(api, c, protocol::ObjectOp::kPut, m.opcode, m.cookie, map_status(st),
                   st == store::Status::kOk ? static_cast<std::uint32_t>(req.value.size()) : 0, start);
         return;
       }
-      case ObjectOpcode::kGet: {
+      case protocol::ObjectOp::kGet: {
         store::PinnedValue v;
         const store::Status st = cfg_.store->get(cfg_.store_core, req.key, &v);
         if (st != store::Status::kOk) {
-          answer_st(api, c, ObjectOpIndex::kGet, m.opcode, m.cookie, map_status(st), 0, start);
+          answer_st(api, c, protocol::ObjectOp::kGet, m.opcode, m.cookie, map_status(st), 0, start);
           return;
         }
         if (v.size > protocol::max_inline_get_value(c.session.params.max_message_size)) {
           const std::uint32_t need = v.size;
           cfg_.store->unpin(&v);
-          answer_st(api, c, ObjectOpIndex::kGet, m.opcode, m.cookie, protocol::ObjectStatus::kTooSmall, need,
-                    start);
+          answer_st(api, c, protocol::ObjectOp::kGet, m.opcode, m.cookie, protocol::ObjectStatus::kTooSmall,
+                    need, start);
           return;
         }
-        count_answer(ObjectOpIndex::kGet, protocol::ObjectStatus::kOk);
+        count_answer(protocol::ObjectOp::kGet, protocol::ObjectStatus::kOk);
         // encode_message copies the value into the send buffer, so the pin ends right here.
         const bool sent =
             api.send_st(c, protocol::MessageType::kInlineResponse, m.opcode, m.cookie,
@@ -141,17 +138,14 @@ class ObjectService {
           ++cnt_.send_failures;
         }
         cfg_.store->unpin(&v);
-        observe_st(api, ObjectOpIndex::kGet, start);
+        observe_st(api, protocol::ObjectOp::kGet, start);
         return;
       }
-      case ObjectOpcode::kDelete: {
+      case protocol::ObjectOp::kDelete: {
         const store::Status st = cfg_.store->remove(cfg_.store_core, req.key);
-        answer_st(api, c, ObjectOpIndex::kDelete, m.opcode, m.cookie, map_status(st), 0, start);
+        answer_st(api, c, protocol::ObjectOp::kDelete, m.opcode, m.cookie, map_status(st), 0, start);
         return;
       }
-      default:
-        refuse_st(api, c, m.opcode, m.cookie, protocol::ObjectParseError::kUnknownOpcode);
-        return;
     }
   }
 
@@ -175,7 +169,7 @@ class ObjectService {
       refuse_st(api, c, r.opcode, r.cookie, pe);
       return;
     }
-    if (req.op == ObjectOpcode::kPut) {
+    if (req.op == protocol::ObjectOp::kPut) {
       put_chunk_st(api, c, r, req, start);
     } else {
       get_chunk_st(api, c, r, req, start);
@@ -191,7 +185,7 @@ class ObjectService {
     c.svc = ServiceConnState{};
     const store::Status st = cfg_.store->commit(cfg_.store_core, &res);  // on failure it released it
     if (st == store::Status::kOk) cnt_.bytes_in += op.bytes;
-    answer_st(api, c, ObjectOpIndex::kPut, op.req.opcode, op.req.cookie, map_status(st),
+    answer_st(api, c, protocol::ObjectOp::kPut, op.req.opcode, op.req.cookie, map_status(st),
               st == store::Status::kOk ? op.bytes : 0, start);
   }
 
@@ -206,7 +200,7 @@ class ObjectService {
     c.svc = ServiceConnState{};
     // Answered only if the connection still can (it normally cannot: a failed READ fails the connection).
     if (c.state == CoreConnState::kOwned) {
-      answer_st(api, c, ObjectOpIndex::kPut, op.req.opcode, op.req.cookie,
+      answer_st(api, c, protocol::ObjectOp::kPut, op.req.opcode, op.req.cookie,
                 protocol::ObjectStatus::kBulkFailed, 0, api.now_tsc_st());
     }
   }
@@ -248,13 +242,13 @@ class ObjectService {
     store::Reservation res;
     const store::Status st = cfg_.store->reserve(cfg_.store_core, req.key, total, &res);
     if (st != store::Status::kOk) {
-      answer_st(api, c, ObjectOpIndex::kPut, r.opcode, r.cookie, map_status(st), 0, start);
+      answer_st(api, c, protocol::ObjectOp::kPut, r.opcode, r.cookie, map_status(st), 0, start);
       return;
     }
     hold_st(c, Held::kReservation, res.token, res.data, res.size, start);
     if (!api.bulk_read_st(c, r, reinterpret_cast<std::uint8_t*>(res.data), cfg_.arena_lkey)) {
       release_held_st(c);
-      answer_st(api, c, ObjectOpIndex::kPut, r.opcode, r.cookie, protocol::ObjectStatus::kNoResources, 0,
+      answer_st(api, c, protocol::ObjectOp::kPut, r.opcode, r.cookie, protocol::ObjectStatus::kNoResources, 0,
                 start);
     }
     // else answered in on_bulk_read_done_st
@@ -266,31 +260,31 @@ class ObjectService {
     store::PinnedValue v;
     const store::Status st = cfg_.store->get(cfg_.store_core, req.key, &v);
     if (st != store::Status::kOk) {
-      answer_st(api, c, ObjectOpIndex::kGet, r.opcode, r.cookie, map_status(st), 0, start);
+      answer_st(api, c, protocol::ObjectOp::kGet, r.opcode, r.cookie, map_status(st), 0, start);
       return;
     }
     const std::uint32_t size = v.size;
     if (r.chunk.total_length() < size) {  // nothing is written; the requester learns the size it needs
       cfg_.store->unpin(&v);
-      answer_st(api, c, ObjectOpIndex::kGet, r.opcode, r.cookie, protocol::ObjectStatus::kTooSmall, size,
+      answer_st(api, c, protocol::ObjectOp::kGet, r.opcode, r.cookie, protocol::ObjectStatus::kTooSmall, size,
                 start);
       return;
     }
     if (size == 0) {  // nothing to write
       cfg_.store->unpin(&v);
-      answer_st(api, c, ObjectOpIndex::kGet, r.opcode, r.cookie, protocol::ObjectStatus::kOk, 0, start);
+      answer_st(api, c, protocol::ObjectOp::kGet, r.opcode, r.cookie, protocol::ObjectStatus::kOk, 0, start);
       return;
     }
     hold_st(c, Held::kPin, v.token, const_cast<std::byte*>(v.data), size, start);
     if (!api.bulk_write_st(c, r, reinterpret_cast<const std::uint8_t*>(v.data), cfg_.arena_lkey, size)) {
       release_held_st(c);
-      answer_st(api, c, ObjectOpIndex::kGet, r.opcode, r.cookie, protocol::ObjectStatus::kNoResources, 0,
+      answer_st(api, c, protocol::ObjectOp::kGet, r.opcode, r.cookie, protocol::ObjectStatus::kNoResources, 0,
                 start);
       return;
     }
     // The completion travels behind the WRITEs on the same QP: the requester sees the data first. The pin
     // stays until on_bulk_write_done_st.
-    answer_st(api, c, ObjectOpIndex::kGet, r.opcode, r.cookie, protocol::ObjectStatus::kOk, size, start);
+    answer_st(api, c, protocol::ObjectOp::kGet, r.opcode, r.cookie, protocol::ObjectStatus::kOk, size, start);
   }
 
   template <typename Api>
@@ -309,7 +303,7 @@ class ObjectService {
 
   // Counts, answers with a completion and observes the latency.
   template <typename Api>
-  void answer_st(Api& api, CoreConn& c, ObjectOpIndex op, std::uint16_t opcode, std::uint64_t cookie,
+  void answer_st(Api& api, CoreConn& c, protocol::ObjectOp op, std::uint16_t opcode, std::uint64_t cookie,
                  protocol::ObjectStatus st, std::uint32_t bytes, std::uint64_t start) noexcept {
     count_answer(op, st);
     if (!api.send_st(c, protocol::MessageType::kCompletion, opcode, cookie, {},
@@ -319,7 +313,7 @@ class ObjectService {
     observe_st(api, op, start);
   }
 
-  void count_answer(ObjectOpIndex op, protocol::ObjectStatus st) noexcept {
+  void count_answer(protocol::ObjectOp op, protocol::ObjectStatus st) noexcept {
     const auto i = static_cast<std::size_t>(op);
     ++cnt_.requests[i];
     ++cnt_.statuses[i][object_status_slot(st)];
@@ -329,11 +323,10 @@ class ObjectService {
   // inline answer is sent within the same burst and the cached value would measure nothing. Only with stats
   // on.
   template <typename Api>
-  void observe_st(Api&, ObjectOpIndex op, std::uint64_t start) noexcept {
+  void observe_st(Api&, protocol::ObjectOp op, std::uint64_t start) noexcept {
     if (cfg_.stats == nullptr || !tsc_) return;
     const std::uint64_t now = rte_rdtsc();
-    cfg_.stats->observe_request_ns(static_cast<telemetry::StoreOp>(op),
-                                   tsc_->ns(now > start ? now - start : 0));
+    cfg_.stats->observe_request_ns(op, tsc_->ns(now > start ? now - start : 0));
   }
 
   static protocol::ObjectStatus map_status(store::Status s) noexcept {

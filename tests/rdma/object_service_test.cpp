@@ -613,8 +613,8 @@ TEST(ObjectService, RoundTripsEverySizeEveryByteVerified) {
 
   const auto& oc = gw->service(0).counters();
   const auto& sc = gw->engine().core(0).counters;
-  const auto get = static_cast<std::size_t>(dataplane::ObjectOpIndex::kGet);
-  const auto putx = static_cast<std::size_t>(dataplane::ObjectOpIndex::kPut);
+  const auto get = static_cast<std::size_t>(protocol::ObjectOp::kGet);
+  const auto putx = static_cast<std::size_t>(protocol::ObjectOp::kPut);
   std::printf(
       "object_service: gateway puts %llu gets %llu deletes %llu, bytes in %llu out %llu, read chunks %llu "
       "(%llu B), write chunks %llu (%llu B), echo %llu sink %llu\n",
@@ -639,7 +639,7 @@ TEST(ObjectService, RoundTripsEverySizeEveryByteVerified) {
   for (std::size_t i = 0; i < protocol::kObjectParseErrorCount; ++i) EXPECT_EQ(oc.parse_errors[i], 0u) << i;
   // Every answered PUT/GET/DELETE observed its latency once (inline GETs included).
   const auto& hist = gw->stats(0).request_duration;
-  for (std::size_t o = 0; o < dataplane::kObjectOpCount; ++o) {
+  for (std::size_t o = 0; o < protocol::kObjectOpCount; ++o) {
     std::uint64_t n = 0;
     for (const auto b : hist[o].buckets) n += b;
     EXPECT_EQ(n, oc.requests[o]) << "op " << o;
@@ -707,7 +707,7 @@ TEST(ObjectService, StatusesTooLargeNotFoundTooSmallBadRequestUnknownOpcode) {
   EXPECT_EQ(oc.parse_errors[static_cast<std::size_t>(PE::kEmptyPayload)], 1u);
   EXPECT_EQ(oc.parse_errors[static_cast<std::size_t>(PE::kWrongType)], 1u);
   EXPECT_EQ(oc.parse_errors[static_cast<std::size_t>(PE::kUnknownOpcode)], 1u);
-  const auto putx = static_cast<std::size_t>(dataplane::ObjectOpIndex::kPut);
+  const auto putx = static_cast<std::size_t>(protocol::ObjectOp::kPut);
   EXPECT_EQ(oc.statuses[putx][dataplane::object_status_slot(ObjectStatus::kTooLarge)], 1u);
   EXPECT_EQ(sc.read_chunks, 1u) << "only the 64 KiB PUT read anything; the too-large one was refused first";
   EXPECT_EQ(sc.write_chunks, 1u) << "the too-small GET wrote nothing";
@@ -745,7 +745,7 @@ TEST(ObjectService, NoSpaceWithASmallStore) {
   ASSERT_TRUE(wait_connections(*gw, *cs.engine, 0, std::chrono::seconds(30)));
   shut_down(*gw, cs);
   const auto& oc = gw->service(0).counters();
-  const auto putx = static_cast<std::size_t>(dataplane::ObjectOpIndex::kPut);
+  const auto putx = static_cast<std::size_t>(protocol::ObjectOp::kPut);
   EXPECT_EQ(oc.statuses[putx][dataplane::object_status_slot(ObjectStatus::kNoSpace)], 2u);
   EXPECT_EQ(gw->engine().core(0).counters.read_chunks, 2u);
   expect_store_released(*gw);

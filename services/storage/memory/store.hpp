@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "protocol/object_op.hpp"
 #include "services/storage/memory/block_allocator.hpp"
 
 namespace rdmagate::store {
@@ -24,21 +25,11 @@ enum class Status : uint8_t {
   kNotFound = 1,    // GET or DELETE of a key that is not there
   kTooLarge = 2,    // value above max_value
   kNoSpace = 3,     // capacity, index or descriptors exhausted; nothing is ever evicted
-  kBadRequest = 4,  // key length outside 1..kMaxKey
+  kBadRequest = 4,  // key length outside 1..protocol::kMaxKeyLength
 };
 constexpr uint32_t kStatusCount = 5;
 
-enum class Op : uint8_t {
-  kGet = 0,
-  kPut = 1,  // counted once per put() or reserve()+commit() (a failed reserve counts its status)
-  kDelete = 2,
-};
-constexpr uint32_t kOpCount = 3;
-
 const char* status_name(Status s);
-const char* op_name(Op o);
-
-constexpr uint32_t kMaxKey = 250;
 
 struct StoreConfig {
   uint64_t max_value = uint64_t{4} << 20;  // bytes; at most 2 GiB
@@ -68,7 +59,9 @@ struct StoreStats {
   uint64_t value_bytes = 0;      // sum of published value lengths
   uint64_t used_bytes = 0;       // charged capacity: class sizes + metadata, including pinned/reserved
   uint64_t capacity_bytes = 0;
-  uint64_t ops[kOpCount][kStatusCount] = {};
+  // By protocol::ObjectOp, then Status. A PUT counts once per put() or reserve() + commit() (a failed
+  // reserve counts its status).
+  uint64_t ops[protocol::kObjectOpCount][kStatusCount] = {};
 };
 
 class Store {
@@ -114,8 +107,8 @@ class Store {
   struct CoreStats;
 
   Store() = default;
-  Status put_status(uint32_t core, Status s) { return count(core, Op::kPut, s); }
-  Status count(uint32_t core, Op op, Status s);
+  Status put_status(uint32_t core, Status s) { return count(core, protocol::ObjectOp::kPut, s); }
+  Status count(uint32_t core, protocol::ObjectOp op, Status s);
   void add_published(uint32_t core, int64_t objects, int64_t bytes);
   bool try_pin(uint32_t id);
   void release(uint32_t id);  // drops one reference; frees block and descriptor at zero
