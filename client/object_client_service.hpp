@@ -245,14 +245,20 @@ class ObjectClientService {
 
   // ---- CoreService ------------------------------------------------------------------------------------------
 
+  // A connection's place in our table: slot index + 1 (0: not one of ours, or closed).
+  struct ConnState {
+    std::uint64_t slot = 0;
+  };
+
   template <typename Api>
   void on_adopt_st(Api&, dataplane::CoreConn& c) noexcept {
+    ConnState& st = c.svc.reset<ConnState>();
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       Slot& s = slots_[i];
       if (s.spec.handle != c.handle.value) continue;
       s.conn = &c;
       s.close_requested = false;
-      c.svc.a = i + 1;
+      st.slot = i + 1;
       return;
     }
     bump(cnt_.unknown_conns);
@@ -346,7 +352,7 @@ class ObjectClientService {
     reset_table(*s);
     s->conn = nullptr;
     s->close_requested = false;
-    c.svc.a = 0;
+    c.svc.reset<ConnState>();
   }
 
   // Optional hook: once per loop iteration.
@@ -442,7 +448,7 @@ class ObjectClientService {
   }
 
   Slot* slot_of(const dataplane::CoreConn& c) noexcept {
-    const std::uint64_t i = c.svc.a;
+    const std::uint64_t i = c.svc.as<ConnState>().slot;
     return i != 0 && i <= slots_.size() && slots_[i - 1].conn == &c ? &slots_[i - 1] : nullptr;
   }
 

@@ -14,9 +14,9 @@
 // guarantees to call exactly once per started transfer, before the connection is answered CLOSED, even when
 // it fails or closes mid-transfer; so the NIC never touches a block after it went back to the store.
 //
-// Per-connection state in CoreConn::svc: a = what is held (Held), b = its store token, c = its data pointer,
-// d = its size, e = the TSC at which the request holding it started (latency: from the poll that delivered
-// the request to its answer, observed in ObjectServiceConfig::stats by op).
+// Per-connection state (ConnState in CoreConn::svc): what the connection's transfer holds, and the TSC at
+// which the request holding it started (latency: from the poll that delivered the request to its answer,
+// observed in ObjectServiceConfig::stats by op).
 
 #include <rte_cycles.h>
 
@@ -75,13 +75,20 @@ class ObjectService {
   const ObjectServiceCounters& counters() const noexcept { return cnt_; }
   const ObjectServiceConfig& config() const noexcept { return cfg_; }
 
-  // What CoreConn::svc.a says the connection holds.
-  enum class Held : std::uint64_t { kNothing = 0, kReservation = 1, kPin = 2 };
+  // What a connection's transfer holds.
+  enum class Held : std::uint8_t { kNothing = 0, kReservation = 1, kPin = 2 };
+  struct ConnState {
+    Held held = Held::kNothing;
+    std::uint32_t token = store::PinnedValue::kNoToken;
+    std::byte* data = nullptr;
+    std::uint32_t size = 0;
+    std::uint64_t start = 0;
+  };
 
   template <typename Api>
   void on_adopt_st(Api& api, CoreConn& c) noexcept {
     if (!tsc_) tsc_.emplace(api.tsc_hz());
-    c.svc = ServiceConnState{};
+    c.svc.reset<ConnState>();
   }
 
   template <typename Api>
@@ -179,10 +186,10 @@ class ObjectService {
   // Every READ of a PUT landed in the reservation: publish it.
   template <typename Api>
   void on_bulk_read_done_st(Api& api, CoreConn& c, const BulkOp& op) noexcept {
-    if (static_cast<Held>(c.svc.a) != Held::kReservation) return;
+    if (c.svc.as<ConnState>().held != Held::kReservation) return;
     store::Reservation res = held_reservation(c);
-    const std::uint64_t start = c.svc.e;
-    c.svc = ServiceConnState{};
+    const std::uint64_t start = c.svc.as<ConnState>().start;
+    c.svc.reset<ConnState>();
     const store::Status st = cfg_.store->commit(cfg_.store_core, &res);  // on failure it released it
     if (st == store::Status::kOk) cnt_.bytes_in += op.bytes;
     answer_st(api, c, protocol::ObjectOp::kPut, op.req.opcode, op.req.cookie, map_status(st),
@@ -193,11 +200,11 @@ class ObjectService {
   template <typename Api>
   void on_bulk_read_failed_st(Api& api, CoreConn& c, const BulkOp& op) noexcept {
     ++cnt_.bulk_failures;
-    if (static_cast<Held>(c.svc.a) == Held::kReservation) {
+    if (c.svc.as<ConnState>().held == Held::kReservation) {
       store::Reservation res = held_reservation(c);
       cfg_.store->abort(&res);
     }
-    c.svc = ServiceConnState{};
+    c.svc.reset<ConnState>();
     // Answered only if the connection still can (it normally cannot: a failed READ fails the connection).
     if (c.state == CoreConnState::kOwned) {
       answer_st(api, c, protocol::ObjectOp::kPut, op.req.opcode, op.req.cookie,
@@ -213,11 +220,11 @@ class ObjectService {
     } else {
       cnt_.bytes_out += op.bytes;
     }
-    if (static_cast<Held>(c.svc.a) == Held::kPin) {
+    if (c.svc.as<ConnState>().held == Held::kPin) {
       store::PinnedValue v = held_pin(c);
       cfg_.store->unpin(&v);
     }
-    c.svc = ServiceConnState{};
+    c.svc.reset<ConnState>();
   }
 
   // A transfer still in flight keeps its hold: the core ends it (read-failed / write-done) before CLOSED.
@@ -225,7 +232,7 @@ class ObjectService {
   template <typename Api>
   void on_close_st(Api&, CoreConn& c) noexcept {
     if (c.bulk_op.state != BulkState::kIdle) return;
-    if (static_cast<Held>(c.svc.a) != Held::kNothing) ++cnt_.released_at_close;
+    if (c.svc.as<ConnState>().held != Held::kNothing) ++cnt_.released_at_close;
     release_held_st(c);
   }
 
@@ -347,23 +354,19 @@ class ObjectService {
 
   static void hold_st(CoreConn& c, Held what, std::uint32_t token, std::byte* data, std::uint32_t size,
                       std::uint64_t start) noexcept {
-    c.svc.a = static_cast<std::uint64_t>(what);
-    c.svc.b = token;
-    c.svc.c = reinterpret_cast<std::uintptr_t>(data);
-    c.svc.d = size;
-    c.svc.e = start;
+    c.svc.as<ConnState>() = ConnState{what, token, data, size, start};
   }
   static store::Reservation held_reservation(const CoreConn& c) noexcept {
-    return store::Reservation{reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(c.svc.c)),
-                              static_cast<std::uint32_t>(c.svc.d), static_cast<std::uint32_t>(c.svc.b)};
+    const ConnState& s = c.svc.as<ConnState>();
+    return store::Reservation{s.data, s.size, s.token};
   }
   static store::PinnedValue held_pin(const CoreConn& c) noexcept {
-    return store::PinnedValue{reinterpret_cast<const std::byte*>(static_cast<std::uintptr_t>(c.svc.c)),
-                              static_cast<std::uint32_t>(c.svc.d), static_cast<std::uint32_t>(c.svc.b)};
+    const ConnState& s = c.svc.as<ConnState>();
+    return store::PinnedValue{s.data, s.size, s.token};
   }
 
   void release_held_st(CoreConn& c) noexcept {
-    switch (static_cast<Held>(c.svc.a)) {
+    switch (c.svc.as<ConnState>().held) {
       case Held::kReservation: {
         store::Reservation res = held_reservation(c);
         cfg_.store->abort(&res);
@@ -377,7 +380,7 @@ class ObjectService {
       case Held::kNothing:
         break;
     }
-    c.svc = ServiceConnState{};
+    c.svc.reset<ConnState>();
   }
 
   ObjectServiceConfig cfg_;

@@ -14,9 +14,13 @@
 namespace rdmagate::dataplane {
 
 // Bulk echo: a read chunk request makes the core RDMA-READ the requester's fragments into the connection's
-// bulk buffer (the stored length lives in CoreConn::svc.a); a write chunk request makes it RDMA-WRITE the
-// stored bytes back into the requester's fragments. Each answers with a completion carrying the byte count.
+// bulk buffer; a write chunk request makes it RDMA-WRITE the stored bytes back into the requester's
+// fragments. Each answers with a completion carrying the byte count.
 struct EchoService {
+  struct ConnState {
+    std::uint32_t stored = 0;  // bytes the last read chunk left in the bulk buffer
+  };
+
   std::uint64_t requests = 0;
   std::uint64_t send_failures = 0;
   std::uint64_t chunk_refusals = 0;
@@ -30,7 +34,7 @@ struct EchoService {
       complete_st(api, c, r, CompletionStatus::kNoResources, 0);
       return;
     }
-    const std::uint32_t stored = static_cast<std::uint32_t>(c.svc.a);
+    const std::uint32_t stored = c.svc.as<ConnState>().stored;
     if (r.chunk.total_length() < stored) {
       ++chunk_refusals;
       complete_st(api, c, r, CompletionStatus::kChunkTooSmall, stored);  // the size needed
@@ -46,7 +50,7 @@ struct EchoService {
 
   template <typename Api>
   void on_bulk_read_done_st(Api& api, CoreConn& c, const BulkOp& op) noexcept {
-    c.svc.a = op.bytes;
+    c.svc.as<ConnState>().stored = op.bytes;
     complete_st(api, c, op.req, protocol::CompletionStatus::kOk, op.bytes);
   }
 
@@ -60,7 +64,9 @@ struct EchoService {
   }
 
   template <typename Api>
-  void on_adopt_st(Api&, CoreConn&) noexcept {}
+  void on_adopt_st(Api&, CoreConn& c) noexcept {
+    c.svc.reset<ConnState>();
+  }
   template <typename Api>
   void on_request_st(Api& api, CoreConn& c, const protocol::Message& m) noexcept {
     ++requests;

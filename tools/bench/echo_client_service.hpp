@@ -52,12 +52,17 @@ class EchoClientService {
   EchoClientService(const EchoClientConfig& cfg, EchoClientResults& results) noexcept
       : cfg_(cfg), res_(results) {}
 
-  // Per-connection state lives in CoreConn::svc: a = sent, b = answered, c = verified, d = start tsc,
-  // e = refused (a refusal also stops new requests on the connection).
+  struct ConnState {
+    std::uint64_t sent = 0;
+    std::uint64_t answered = 0;
+    std::uint64_t verified = 0;
+    std::uint64_t start_tsc = 0;  // 0 once the connection finished
+    std::uint64_t refused = 0;    // a refusal also stops new requests on the connection
+  };
+
   template <typename Api>
   void on_adopt_st(Api& api, CoreConn& c) noexcept {
-    c.svc = ServiceConnState{};
-    c.svc.d = api.now_tsc_st();
+    c.svc.reset<ConnState>().start_tsc = api.now_tsc_st();
     fill_st(api, c);
   }
 
@@ -68,12 +73,13 @@ class EchoClientService {
 
   template <typename Api>
   void on_response_st(Api& api, CoreConn& c, const protocol::Message& m) noexcept {
-    ++c.svc.b;
+    ConnState& s = c.svc.as<ConnState>();
+    ++s.answered;
     const std::uint64_t cookie = m.cookie;
     if (m.type == protocol::MessageType::kCompletion &&
         m.status == static_cast<std::uint32_t>(protocol::CompletionStatus::kNoResources) && cookie != 0 &&
-        cookie <= c.svc.a) {
-      ++c.svc.e;  // the responder is quiescing: it answered without starting the request
+        cookie <= s.sent) {
+      ++s.refused;  // the responder is quiescing: it answered without starting the request
       finish_if_done_st(api, c);
       return;
     }
@@ -83,10 +89,10 @@ class EchoClientService {
     }
     const std::uint32_t want = size_for(cookie);
     bool ok = m.type == protocol::MessageType::kInlineResponse && m.opcode == cfg_.opcode &&
-              m.payload.size() == want && cookie != 0 && cookie <= c.svc.a;
+              m.payload.size() == want && cookie != 0 && cookie <= s.sent;
     for (std::uint32_t j = 0; ok && j < want; ++j) ok = m.payload[j] == echo_pattern(cookie, j);
     if (ok) {
-      ++c.svc.c;
+      ++s.verified;
     } else {
       res_.mismatches.fetch_add(1, std::memory_order_relaxed);
     }
@@ -96,17 +102,20 @@ class EchoClientService {
 
   template <typename Api>
   void on_close_st(Api&, CoreConn& c) noexcept {
-    const std::uint64_t sent = c.svc.a;
-    const std::uint64_t answered = cfg_.one_way ? sent : c.svc.b;
-    res_.closed_sent.fetch_add(sent, std::memory_order_relaxed);
+    const ConnState& s = c.svc.as<ConnState>();
+    const std::uint64_t answered = cfg_.one_way ? s.sent : s.answered;
+    res_.closed_sent.fetch_add(s.sent, std::memory_order_relaxed);
     res_.closed_answered.fetch_add(answered, std::memory_order_relaxed);
-    res_.closed_refused.fetch_add(c.svc.e, std::memory_order_relaxed);
-    res_.closed_lost.fetch_add(sent - answered, std::memory_order_relaxed);
-    c.svc = ServiceConnState{};
+    res_.closed_refused.fetch_add(s.refused, std::memory_order_relaxed);
+    res_.closed_lost.fetch_add(s.sent - answered, std::memory_order_relaxed);
+    c.svc.reset<ConnState>();
   }
 
   // Requests of ours without an answer yet (the core's quiesce waits for none).
-  std::uint64_t pending_st(const CoreConn& c) const noexcept { return cfg_.one_way ? 0 : c.svc.a - c.svc.b; }
+  std::uint64_t pending_st(const CoreConn& c) const noexcept {
+    const ConnState& s = c.svc.as<ConnState>();
+    return cfg_.one_way ? 0 : s.sent - s.answered;
+  }
 
   // The core calls this when descriptors or credits came back (send completions, NOOPs): sink mode keeps
   // sending as they free up.
@@ -118,20 +127,21 @@ class EchoClientService {
   // Sends requests while the window, the descriptors and the total allow.
   template <typename Api>
   void fill_st(Api& api, CoreConn& c) noexcept {
-    if (c.svc.e != 0 || api.quiescing_st()) return;  // refused by a quiescing peer, or quiescing ourselves
-    while (c.svc.a < cfg_.messages_per_conn && c.svc.a - c.svc.b < cfg_.window &&
+    ConnState& s = c.svc.as<ConnState>();
+    if (s.refused != 0 || api.quiescing_st()) return;  // refused by a quiescing peer, or quiescing ourselves
+    while (s.sent < cfg_.messages_per_conn && s.sent - s.answered < cfg_.window &&
            api.tx_available_st(c) > 2) {
-      const std::uint64_t cookie = ++c.svc.a;
+      const std::uint64_t cookie = ++s.sent;
       const std::uint32_t n = size_for(cookie);
       for (std::uint32_t j = 0; j < n; ++j) scratch_[j] = echo_pattern(cookie, j);
       if (cfg_.measure_latency) sent_tsc_[cookie % kTscSlots] = api.now_tsc_st();
       if (!api.send_st(c, protocol::MessageType::kInlineRequest, cfg_.opcode, cookie,
                        std::span<const std::uint8_t>(scratch_, n))) {
-        --c.svc.a;
+        --s.sent;
         ++send_failures_;
         return;
       }
-      if (cfg_.one_way) ++c.svc.b;
+      if (cfg_.one_way) ++s.answered;
     }
     if (cfg_.one_way) finish_if_done_st(api, c);
   }
@@ -163,10 +173,11 @@ class EchoClientService {
 
   template <typename Api>
   void finish_if_done_st(Api& api, CoreConn& c) noexcept {
-    if (c.svc.b == cfg_.messages_per_conn && c.svc.d != 0) {
-      res_.verified.fetch_add(c.svc.c, std::memory_order_relaxed);
-      res_.sum_rtt_tsc.fetch_add(api.now_tsc_st() - c.svc.d, std::memory_order_relaxed);
-      c.svc.d = 0;
+    ConnState& s = c.svc.as<ConnState>();
+    if (s.answered == cfg_.messages_per_conn && s.start_tsc != 0) {
+      res_.verified.fetch_add(s.verified, std::memory_order_relaxed);
+      res_.sum_rtt_tsc.fetch_add(api.now_tsc_st() - s.start_tsc, std::memory_order_relaxed);
+      s.start_tsc = 0;
       res_.connections_done.fetch_add(1, std::memory_order_release);
     }
   }
