@@ -371,8 +371,7 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     g->engine_->core(i).stats = block;
     g->collector_->register_core(g->engine_->core(i).config().lcore, *block);
     dataplane::ObjectServiceConfig sc;
-    sc.store = g->store_.get();
-    sc.store_core = static_cast<std::uint32_t>(i);
+    sc.storage = &g->store_->core(static_cast<std::uint32_t>(i));
     sc.arena_lkey = mr->lkey;
     sc.stats = block;
     g->services_.push_back(std::make_unique<dataplane::ObjectService>(sc));

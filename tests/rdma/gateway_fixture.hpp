@@ -126,8 +126,7 @@ class Gateway {
     std::vector<std::unique_ptr<control::CoreRunner>> runners;
     for (unsigned i = 0; i < o.cores; ++i) {
       dataplane::ObjectServiceConfig sc;
-      sc.store = g->store_.get();
-      sc.store_core = i;
+      sc.storage = &g->store_->core(i);
       sc.arena_lkey = g->mr_->lkey;
       if (o.latency_stats) {
         g->stats_.push_back(std::make_unique<telemetry::CoreStats>());

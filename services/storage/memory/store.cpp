@@ -89,17 +89,6 @@ struct alignas(64) Store::CoreStats {
   std::atomic<int64_t> value_bytes;
 };
 
-const char* status_name(Status s) {
-  switch (s) {
-    case Status::kOk: return "ok";
-    case Status::kNotFound: return "not_found";
-    case Status::kTooLarge: return "too_large";
-    case Status::kNoSpace: return "no_space";
-    case Status::kBadRequest: return "bad_request";
-  }
-  return "unknown";
-}
-
 uint64_t Store::metadata_bytes(const StoreConfig& config, uint64_t region_bytes) {
   const uint64_t descriptors = (uint64_t{config.max_objects} + config.max_inflight) * sizeof(Descriptor);
   const uint64_t buckets = bucket_count_for(config.max_objects) * sizeof(Bucket);
@@ -170,6 +159,12 @@ std::unique_ptr<Store> Store::create(const StoreConfig& config, std::span<std::b
       for (auto& v : row) v.store(0, std::memory_order_relaxed);
     st->objects.store(0, std::memory_order_relaxed);
     st->value_bytes.store(0, std::memory_order_relaxed);
+  }
+  s->cores_.reset(new (std::nothrow) MemoryCoreStorage[config.max_cores]);
+  if (!s->cores_) return fail("store: out of memory");
+  for (uint32_t c = 0; c < config.max_cores; ++c) {
+    s->cores_[c].store_ = s.get();
+    s->cores_[c].core_ = c;
   }
   return s;
 }
@@ -445,6 +440,50 @@ StoreStats Store::stats() const {
   s.used_bytes = used_.load(std::memory_order_relaxed);
   s.capacity_bytes = capacity_;
   return s;
+}
+
+// ---- the storage interface: each call is the store's own, ended at once -------------------------------
+
+storage::Status MemoryCoreStorage::get(std::string_view key, std::uint64_t, storage::Lease* out) noexcept {
+  PinnedValue v;
+  const Status st = store_->get(core_, key, &v);
+  if (st == Status::kOk) *out = storage::Lease{const_cast<std::byte*>(v.data), v.size, v.token};
+  return st;
+}
+
+storage::Status MemoryCoreStorage::put(std::string_view key, std::span<const std::byte> value,
+                                       std::uint64_t) noexcept {
+  return store_->put(core_, key, value);
+}
+
+storage::Status MemoryCoreStorage::remove(std::string_view key, std::uint64_t) noexcept {
+  return store_->remove(core_, key);
+}
+
+storage::Status MemoryCoreStorage::reserve(std::string_view key, std::uint64_t size, std::uint64_t,
+                                           storage::Lease* out) noexcept {
+  Reservation r;
+  const Status st = store_->reserve(core_, key, size, &r);
+  if (st == Status::kOk) *out = storage::Lease{r.data, r.size, r.token};
+  return st;
+}
+
+storage::Status MemoryCoreStorage::commit(storage::Lease* lease, std::uint64_t) noexcept {
+  Reservation r{lease->data, lease->size, lease->token};
+  *lease = storage::Lease{};
+  return store_->commit(core_, &r);
+}
+
+void MemoryCoreStorage::abort(storage::Lease* lease) noexcept {
+  Reservation r{lease->data, lease->size, lease->token};
+  *lease = storage::Lease{};
+  store_->abort(&r);
+}
+
+void MemoryCoreStorage::release(storage::Lease* lease) noexcept {
+  PinnedValue v{lease->data, lease->size, lease->token};
+  *lease = storage::Lease{};
+  store_->unpin(&v);
 }
 
 }  // namespace rdmagate::store

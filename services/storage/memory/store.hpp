@@ -1,5 +1,6 @@
 // The embedded object store: a concurrent key/value store over caller-provided memory, shared by all
-// data-plane cores. No OS locks, no syscalls and no allocation after create(); builds without DPDK.
+// data-plane cores. No OS locks, no syscalls and no allocation after create(); builds without DPDK. The
+// object service reaches it through storage::CoreStorage (core(i)), where every op ends at once.
 //
 // Values are copy-on-write: a PUT fills a fresh block and publishes it by swapping the index slot, so a
 // published value is immutable until it is freed. A GET pins the block it found (a reference count); the
@@ -17,19 +18,14 @@
 
 #include "protocol/object_op.hpp"
 #include "services/storage/memory/block_allocator.hpp"
+#include "services/storage/storage.hpp"
 
 namespace rdmagate::store {
 
-enum class Status : uint8_t {
-  kOk = 0,
-  kNotFound = 1,    // GET or DELETE of a key that is not there
-  kTooLarge = 2,    // value above max_value
-  kNoSpace = 3,     // capacity, index or descriptors exhausted; nothing is ever evicted
-  kBadRequest = 4,  // key length outside 1..protocol::kMaxKeyLength
-};
-constexpr uint32_t kStatusCount = 5;
-
-const char* status_name(Status s);
+// The storage interface's statuses; the store never returns kPending.
+using storage::kStatusCount;
+using storage::Status;
+using storage::status_name;
 
 struct StoreConfig {
   uint64_t max_value = uint64_t{4} << 20;  // bytes; at most 2 GiB
@@ -64,6 +60,28 @@ struct StoreStats {
   uint64_t ops[protocol::kObjectOpCount][kStatusCount] = {};
 };
 
+class Store;
+
+// One core's handle on the store: the storage interface over the calls below with that core's stats row.
+class MemoryCoreStorage final : public storage::CoreStorage {
+ public:
+  storage::Status get(std::string_view key, std::uint64_t tag, storage::Lease* out) noexcept override;
+  storage::Status put(std::string_view key, std::span<const std::byte> value,
+                      std::uint64_t tag) noexcept override;
+  storage::Status remove(std::string_view key, std::uint64_t tag) noexcept override;
+  storage::Status reserve(std::string_view key, std::uint64_t size, std::uint64_t tag,
+                          storage::Lease* out) noexcept override;
+  storage::Status commit(storage::Lease* lease, std::uint64_t tag) noexcept override;
+  void abort(storage::Lease* lease) noexcept override;
+  void release(storage::Lease* lease) noexcept override;
+  storage::CompletionQueue* completions() noexcept override { return nullptr; }  // every op ends at once
+
+ private:
+  friend class Store;
+  Store* store_ = nullptr;
+  uint32_t core_ = 0;
+};
+
 class Store {
  public:
   // Bytes of fixed metadata (index, descriptor table, allocator map) create() carves from the region
@@ -91,6 +109,9 @@ class Store {
   Status reserve(uint32_t core, std::string_view key, uint64_t value_size, Reservation* out);
   Status commit(uint32_t core, Reservation* r);
   void abort(Reservation* r);
+
+  // The handle for core index `index` (< max_cores); one thread per index at a time, as for the calls above.
+  storage::CoreStorage& core(uint32_t index) { return cores_[index]; }
 
   StoreStats stats() const;
   uint64_t max_value() const { return config_.max_value; }
@@ -135,6 +156,7 @@ class Store {
   uint64_t bucket_mask_{0};
   CoreStats* core_stats_{nullptr};
   std::unique_ptr<std::byte[]> core_stats_storage_;
+  std::unique_ptr<MemoryCoreStorage[]> cores_;
   BlockAllocator allocator_;
   uint32_t max_order_{0};
   alignas(64) std::atomic<uint64_t> free_head_{0};  // tag << 32 | descriptor index (ABA-safe Treiber stack)
