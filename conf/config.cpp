@@ -30,8 +30,8 @@ std::string_view toString(IdlePolicy v) noexcept {
 
 std::string_view toString(StoreBackend v) noexcept {
   switch (v) {
-    case StoreBackend::kEmbedded:
-      return "embedded";
+    case StoreBackend::kMemory:
+      return "memory";
   }
   return "?";
 }

@@ -289,7 +289,11 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     lg().warn("running without hugepages", {{"reason", g->eal_->probe().reason}, {"key", "eal.hugepages"}});
   }
 
-  // 3. The store.
+  // 3. The store. memory is the only store.backend so far; -Wswitch brings the next one here.
+  switch (cfg.store.backend) {
+    case conf::StoreBackend::kMemory:
+      break;
+  }
   const store::StoreConfig scfg = store_config(cfg);
   const std::uint64_t region_bytes = store_region_bytes(cfg);
   g->region_ =
@@ -303,7 +307,8 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
       scfg, std::span<std::byte>(reinterpret_cast<std::byte*>(g->region_->data()), g->region_->size()),
       error);
   if (!g->store_) return nullptr;
-  lg().info("store", {{"capacity_bytes", g->store_->capacity_bytes()},
+  lg().info("store", {{"backend", conf::toString(cfg.store.backend)},
+                      {"capacity_bytes", g->store_->capacity_bytes()},
                       {"arena_bytes", g->store_->arena_bytes()},
                       {"max_value_bytes", g->store_->max_value()},
                       {"max_objects", scfg.max_objects},
