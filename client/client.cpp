@@ -145,8 +145,9 @@ class ClientImpl {
   std::span<std::byte> alloc_buffer(std::size_t bytes);
   void free_buffer(std::span<std::byte> buffer);
   void release_buffer(const void* data);
-  Status submit(ReqOp op, std::string_view key, void* buf, std::size_t size, Callback cb, void* arg);
-  Result submit_sync(ReqOp op, std::string_view key, void* buf, std::size_t size);
+  Status submit(protocol::ObjectOp op, std::string_view key, void* buf, std::size_t size, Callback cb,
+                void* arg);
+  Result submit_sync(protocol::ObjectOp op, std::string_view key, void* buf, std::size_t size);
   std::uint32_t max_inline_put(std::size_t key_len) const {
     return protocol::max_inline_put_value(min_message_.load(std::memory_order_acquire), key_len);
   }
@@ -599,18 +600,20 @@ Status ClientImpl::core_keys_for(ObjectClientService& svc, const void* p, std::s
   return Status::kOk;
 }
 
-Status ClientImpl::submit(ReqOp op, std::string_view key, void* buf, std::size_t size, Callback cb, void* arg) {
+Status ClientImpl::submit(protocol::ObjectOp op, std::string_view key, void* buf, std::size_t size,
+                          Callback cb, void* arg) {
   if (shutting_.load(std::memory_order_acquire)) return Status::kShutdown;
   if (key.empty() || key.size() > protocol::kMaxKeyLength || cb == nullptr) return Status::kBadRequest;
-  if (op != ReqOp::kDelete && size != 0 && buf == nullptr) return Status::kBadRequest;
+  if (op != protocol::ObjectOp::kDelete && size != 0 && buf == nullptr) return Status::kBadRequest;
   const std::uint32_t msg = min_message_.load(std::memory_order_acquire);
-  const bool chunk = (op == ReqOp::kPut && size > protocol::max_inline_put_value(msg, key.size())) ||
-                     (op == ReqOp::kGet && size > protocol::max_inline_get_value(msg));
+  const bool chunk =
+      (op == protocol::ObjectOp::kPut && size > protocol::max_inline_put_value(msg, key.size())) ||
+      (op == protocol::ObjectOp::kGet && size > protocol::max_inline_get_value(msg));
   // A callback on one of our cores: its keys come from the core's cache, and the descriptor skips the ring.
   ObjectClientService* const core = ObjectClientService::current(id_);
   std::uint32_t lkey = 0, rkey = 0;
   if (chunk) {
-    const bool writable = op == ReqOp::kGet;
+    const bool writable = op == protocol::ObjectOp::kGet;
     const Status st = core != nullptr ? core_keys_for(*core, buf, size, writable, &lkey, &rkey)
                                       : keys_for(buf, size, writable, &lkey, &rkey);
     if (st != Status::kOk) return st;
@@ -652,7 +655,7 @@ Status ClientImpl::submit(ReqOp op, std::string_view key, void* buf, std::size_t
   return Status::kOk;
 }
 
-Result ClientImpl::submit_sync(ReqOp op, std::string_view key, void* buf, std::size_t size) {
+Result ClientImpl::submit_sync(protocol::ObjectOp op, std::string_view key, void* buf, std::size_t size) {
   Result r;
   if (ObjectClientService::current(id_) != nullptr) {
     r.status = Status::kBadRequest;  // on one of our cores the answer could never be polled: refuse
@@ -739,21 +742,23 @@ void Client::release_buffer(const void* data) { impl_->release_buffer(data); }
 
 Status Client::put_async(std::string_view key, const void* value, std::size_t size, Callback cb, void* arg) {
   // The descriptor carries one pointer for both directions; a PUT's value is only ever read.
-  return impl_->submit(ReqOp::kPut, key, const_cast<void*>(value), size, cb, arg);
+  return impl_->submit(protocol::ObjectOp::kPut, key, const_cast<void*>(value), size, cb, arg);
 }
 Status Client::get_async(std::string_view key, void* buffer, std::size_t capacity, Callback cb, void* arg) {
-  return impl_->submit(ReqOp::kGet, key, buffer, capacity, cb, arg);
+  return impl_->submit(protocol::ObjectOp::kGet, key, buffer, capacity, cb, arg);
 }
 Status Client::del_async(std::string_view key, Callback cb, void* arg) {
-  return impl_->submit(ReqOp::kDelete, key, nullptr, 0, cb, arg);
+  return impl_->submit(protocol::ObjectOp::kDelete, key, nullptr, 0, cb, arg);
 }
 Result Client::put(std::string_view key, const void* value, std::size_t size) {
-  return impl_->submit_sync(ReqOp::kPut, key, const_cast<void*>(value), size);
+  return impl_->submit_sync(protocol::ObjectOp::kPut, key, const_cast<void*>(value), size);
 }
 Result Client::get(std::string_view key, void* buffer, std::size_t capacity) {
-  return impl_->submit_sync(ReqOp::kGet, key, buffer, capacity);
+  return impl_->submit_sync(protocol::ObjectOp::kGet, key, buffer, capacity);
 }
-Result Client::del(std::string_view key) { return impl_->submit_sync(ReqOp::kDelete, key, nullptr, 0); }
+Result Client::del(std::string_view key) {
+  return impl_->submit_sync(protocol::ObjectOp::kDelete, key, nullptr, 0);
+}
 
 std::uint32_t Client::max_inline_put(std::size_t key_len) const { return impl_->max_inline_put(key_len); }
 std::uint32_t Client::max_inline_get() const { return impl_->max_inline_get(); }

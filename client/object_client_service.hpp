@@ -38,12 +38,10 @@
 
 namespace rdmagate::client {
 
-enum class ReqOp : std::uint8_t { kPut = 0, kGet = 1, kDelete = 2 };
-
 // One request, from submission to completion. Filled on the caller's thread (the ring's release/acquire
 // publishes it), owned by one core from dequeue to completion, then returned to the free ring.
 struct alignas(64) RequestDesc {
-  ReqOp op = ReqOp::kGet;
+  protocol::ObjectOp op = protocol::ObjectOp::kGet;
   std::uint8_t key_len = 0;
   bool registered = false;      // lkey/rkey name a registration covering [buf, buf + size)
   std::uint32_t gateway = 0;    // hash(key) % gateways, computed by the caller
@@ -185,13 +183,8 @@ inline Status map_object_status(std::uint32_t s) noexcept {
   return Status::kProtocol;
 }
 
-inline std::uint16_t opcode_of(ReqOp op) noexcept {
-  switch (op) {
-    case ReqOp::kPut: return static_cast<std::uint16_t>(protocol::ObjectOpcode::kPut);
-    case ReqOp::kGet: return static_cast<std::uint16_t>(protocol::ObjectOpcode::kGet);
-    case ReqOp::kDelete: return static_cast<std::uint16_t>(protocol::ObjectOpcode::kDelete);
-  }
-  return 0;
+inline std::uint16_t opcode_of(protocol::ObjectOp op) noexcept {
+  return static_cast<std::uint16_t>(protocol::object_opcode(op));
 }
 
 class ObjectClientService {
@@ -252,14 +245,20 @@ class ObjectClientService {
 
   // ---- CoreService ------------------------------------------------------------------------------------------
 
+  // A connection's place in our table: slot index + 1 (0: not one of ours, or closed).
+  struct ConnState {
+    std::uint64_t slot = 0;
+  };
+
   template <typename Api>
   void on_adopt_st(Api&, dataplane::CoreConn& c) noexcept {
+    ConnState& st = c.svc.reset<ConnState>();
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       Slot& s = slots_[i];
       if (s.spec.handle != c.handle.value) continue;
       s.conn = &c;
       s.close_requested = false;
-      c.svc.a = i + 1;
+      st.slot = i + 1;
       return;
     }
     bump(cnt_.unknown_conns);
@@ -292,7 +291,7 @@ class ObjectClientService {
       // Only an inline GET is answered inline. An inline request carries no capacity, so a value larger
       // than the buffer is not the gateway's fault: kTooSmall with the size needed, buffer untouched.
       r.size = m.payload.size();
-      if (d->op != ReqOp::kGet || e.chunked) {
+      if (d->op != protocol::ObjectOp::kGet || e.chunked) {
         r.status = Status::kProtocol;
       } else if (m.payload.size() > d->size) {
         r.status = Status::kTooSmall;
@@ -305,19 +304,19 @@ class ObjectClientService {
       r.size = m.byte_count;
       if (r.status == Status::kOk) {
         switch (d->op) {
-          case ReqOp::kPut:
+          case protocol::ObjectOp::kPut:
             if (m.byte_count != d->size) r.status = Status::kProtocol;
             break;
-          case ReqOp::kGet:
+          case protocol::ObjectOp::kGet:
             // A value comes inline or through our write chunk; a gateway claiming to have written more than
             // the chunk holds is broken (nothing beyond the chunk was writable: its rkey covers our buffer
             // only when the buffer is the registration, see docs/client.md "Key scope").
             if (!e.chunked || m.byte_count > d->size) r.status = Status::kProtocol;
             break;
-          case ReqOp::kDelete:
+          case protocol::ObjectOp::kDelete:
             break;
         }
-      } else if (r.status == Status::kTooSmall && d->op != ReqOp::kGet) {
+      } else if (r.status == Status::kTooSmall && d->op != protocol::ObjectOp::kGet) {
         r.status = Status::kProtocol;
       }
     } else {
@@ -353,7 +352,7 @@ class ObjectClientService {
     reset_table(*s);
     s->conn = nullptr;
     s->close_requested = false;
-    c.svc.a = 0;
+    c.svc.reset<ConnState>();
   }
 
   // Optional hook: once per loop iteration.
@@ -449,7 +448,7 @@ class ObjectClientService {
   }
 
   Slot* slot_of(const dataplane::CoreConn& c) noexcept {
-    const std::uint64_t i = c.svc.a;
+    const std::uint64_t i = c.svc.as<ConnState>().slot;
     return i != 0 && i <= slots_.size() && slots_[i - 1].conn == &c ? &slots_[i - 1] : nullptr;
   }
 
@@ -525,7 +524,7 @@ class ObjectClientService {
     const std::span<std::uint8_t> scratch(scratch_.data(), std::min<std::size_t>(scratch_.size(),
                                                                                   params.max_message_size));
     switch (d->op) {
-      case ReqOp::kPut:
+      case protocol::ObjectOp::kPut:
         if (d->size <= protocol::max_inline_put_value(params.max_message_size, d->key_len)) {
           payload_len = protocol::encode_object_payload(
               key, std::span<const std::uint8_t>(static_cast<const std::uint8_t*>(d->buf), d->size), scratch);
@@ -537,7 +536,7 @@ class ObjectClientService {
           bump(cnt_.chunked_puts);
         }
         break;
-      case ReqOp::kGet:
+      case protocol::ObjectOp::kGet:
         if (d->size <= protocol::max_inline_get_value(params.max_message_size)) {
           bump(cnt_.inline_gets);
         } else {
@@ -545,7 +544,7 @@ class ObjectClientService {
           bump(cnt_.chunked_gets);
         }
         break;
-      case ReqOp::kDelete:
+      case protocol::ObjectOp::kDelete:
         bump(cnt_.deletes);
         break;
     }

@@ -40,8 +40,8 @@ std::string_view toString(DataplaneBackend v) noexcept {
 
 std::string_view toString(StoreBackend v) noexcept {
   switch (v) {
-    case StoreBackend::kEmbedded:
-      return "embedded";
+    case StoreBackend::kMemory:
+      return "memory";
   }
   return "?";
 }

@@ -63,7 +63,7 @@ enum class DataplaneBackend : std::uint8_t {
 };
 
 enum class StoreBackend : std::uint8_t {
-  kEmbedded,  // the in-hugepage store shared by all data-plane cores
+  kMemory,  // the in-hugepage store shared by all data-plane cores (services/storage/memory/)
 };
 
 enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError };
@@ -139,7 +139,7 @@ struct ProtocolConfig {
 };
 
 struct StoreConfig {
-  StoreBackend backend = StoreBackend::kEmbedded;
+  StoreBackend backend = StoreBackend::kMemory;
   std::uint64_t capacity_mib = 256;
   std::uint64_t max_value_bytes = 4 * kMiB;
 

@@ -685,7 +685,7 @@ class Table {
     add<BoolKey<Pr>>(&Config::protocol, &Pr::checksum, "protocol.checksum", R, "checksum message payloads");
 
     add<EnumKey<St, StoreBackend>>(&Config::store, &St::backend, "store.backend",
-                                   std::vector<StoreBackend>{StoreBackend::kEmbedded}, R, "storage backend");
+                                   std::vector<StoreBackend>{StoreBackend::kMemory}, R, "storage backend");
     add<UnsignedKey<St, std::uint64_t>>(&Config::store, &St::capacity_mib, "store.capacity_mib", "MiB",
                                         std::uint64_t{1}, std::uint64_t{1048576}, R, "store memory");
     add<UnsignedKey<St, std::uint64_t>>(&Config::store, &St::max_value_bytes, "store.max_value_bytes",

@@ -7,10 +7,7 @@ namespace rdmagate::control {
 static_assert(kAsyncEventKindCount == telemetry::kAsyncEventNames.size());
 static_assert(static_cast<std::size_t>(AsyncEventKind::kOther) == kAsyncEventKindCount - 1);
 static_assert(protocol::kRejectReasonMax == telemetry::kRejectReasonNames.size());
-static_assert(store::kOpCount == telemetry::kStoreOpNames.size());
 static_assert(store::kStatusCount == telemetry::kStoreStatusNames.size());
-static_assert(static_cast<std::size_t>(store::Op::kDelete) ==
-              static_cast<std::size_t>(telemetry::StoreOp::kDelete));
 
 std::size_t conn_state_index(State s) noexcept {
   switch (s) {
@@ -90,9 +87,9 @@ void publish_store_stats(const store::StoreStats& s, telemetry::CoreStats& b) no
   b.set(Stat::kStoreBytes, s.value_bytes);
   b.set(Stat::kStoreAllocatedBytes, s.used_bytes);
   b.set(Stat::kStoreCapacityBytes, s.capacity_bytes);
-  for (std::size_t op = 0; op < store::kOpCount; ++op) {
+  for (std::size_t op = 0; op < protocol::kObjectOpCount; ++op) {
     for (std::size_t st = 0; st < store::kStatusCount; ++st) {
-      b.set(telemetry::store_op_stat(static_cast<telemetry::StoreOp>(op), st), s.ops[op][st]);
+      b.set(telemetry::store_op_stat(static_cast<protocol::ObjectOp>(op), st), s.ops[op][st]);
     }
   }
 }

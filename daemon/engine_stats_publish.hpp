@@ -25,7 +25,7 @@
 #include "control/connection_lifecycle.hpp"
 #include "control/engine.hpp"
 #include "dataplane/core_resources.hpp"
-#include "dataplane/store/store.hpp"
+#include "services/storage/memory/store.hpp"
 #include "telemetry/stats.hpp"
 
 namespace rdmagate::control {

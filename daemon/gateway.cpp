@@ -26,9 +26,9 @@
 #include "daemon/log.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/huge_buffer.hpp"
-#include "dataplane/object_service.hpp"
-#include "dataplane/store/store.hpp"
 #include "dataplane/backend/backend_factory.hpp"
+#include "services/object/object_service.hpp"
+#include "services/storage/memory/store.hpp"
 #include "telemetry/collector.hpp"
 #include "telemetry/http_server.hpp"
 #include "telemetry/stats.hpp"
@@ -187,7 +187,11 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     lg().warn("running without hugepages", {{"reason", g->eal_->probe().reason}, {"key", "eal.hugepages"}});
   }
 
-  // 3. The store.
+  // 3. The store. memory is the only store.backend so far; -Wswitch brings the next one here.
+  switch (cfg.store.backend) {
+    case conf::StoreBackend::kMemory:
+      break;
+  }
   g->region_ = std::make_unique<dataplane::HugeBuffer>(
       dataplane::HugeBuffer::allocate(s.store_region_bytes, -1, 4096, error));
   if (!*g->region_) {
@@ -199,7 +203,8 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
       s.store, std::span<std::byte>(reinterpret_cast<std::byte*>(g->region_->data()), g->region_->size()),
       error);
   if (!g->store_) return nullptr;
-  lg().info("store", {{"capacity_bytes", g->store_->capacity_bytes()},
+  lg().info("store", {{"backend", conf::toString(cfg.store.backend)},
+                      {"capacity_bytes", g->store_->capacity_bytes()},
                       {"arena_bytes", g->store_->arena_bytes()},
                       {"max_value_bytes", g->store_->max_value()},
                       {"max_objects", s.store.max_objects},
@@ -231,8 +236,7 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     g->engine_->core(i).stats = block;
     g->collector_->register_core(g->engine_->core(i).config().lcore, *block);
     dataplane::ObjectServiceConfig sc;
-    sc.store = g->store_.get();
-    sc.store_core = static_cast<std::uint32_t>(i);
+    sc.storage = &g->store_->core(static_cast<std::uint32_t>(i));
     sc.arena_lkey = mr->lkey;
     sc.stats = block;
     g->services_.push_back(std::make_unique<dataplane::ObjectService>(sc));

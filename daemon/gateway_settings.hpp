@@ -21,7 +21,7 @@
 #include "conf/config.hpp"
 #include "control/engine.hpp"
 #include "dataplane/eal_runtime.hpp"
-#include "dataplane/store/store.hpp"
+#include "services/storage/memory/store.hpp"
 #include "telemetry/http_server.hpp"
 
 namespace rdmagate::control {

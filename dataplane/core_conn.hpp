@@ -13,8 +13,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "dataplane/backend/backend.hpp"
@@ -127,9 +129,39 @@ enum class CoreConnState : std::uint8_t {
   kClosed = 4,    // CLOSED sent: the core holds no reference any more
 };
 
-// Plain per-connection service state (the service decides what the words mean).
+// Per-connection state of the service the core runs, as bytes: each service declares its own `ConnState`
+// and reaches it with svc.as<ConnState>() (svc.reset<ConnState>() in on_adopt_st). Bytes, not a template
+// parameter, so that CoreConn stays one type for every service; trivially copyable, so that control may
+// zero them in place (reset_core_conn) and no destructor is ever owed.
 struct ServiceConnState {
-  std::uint64_t a = 0, b = 0, c = 0, d = 0, e = 0;
+  static constexpr std::size_t kBytes = 40;
+  static constexpr std::size_t kAlign = 8;
+
+  template <typename T>
+  T& as() noexcept {
+    check<T>();
+    return *std::launder(reinterpret_cast<T*>(bytes_));
+  }
+  template <typename T>
+  const T& as() const noexcept {
+    check<T>();
+    return *std::launder(reinterpret_cast<const T*>(bytes_));
+  }
+  // Starts a fresh T{} in the bytes (value-initialised: every member as its default member initialiser says).
+  template <typename T>
+  T& reset() noexcept {
+    check<T>();
+    return *::new (static_cast<void*>(bytes_)) T{};
+  }
+
+ private:
+  template <typename T>
+  static constexpr void check() noexcept {
+    static_assert(sizeof(T) <= kBytes, "a service's ConnState must fit ServiceConnState::kBytes");
+    static_assert(alignof(T) <= kAlign, "a service's ConnState must not need more than 8-byte alignment");
+    static_assert(std::is_trivially_copyable_v<T>, "a service's ConnState must be trivially copyable");
+  }
+  alignas(kAlign) std::byte bytes_[kBytes] = {};
 };
 
 struct CoreConn {

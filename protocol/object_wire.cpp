@@ -35,26 +35,35 @@ const char* object_parse_error_name(ObjectParseError e) noexcept {
 namespace {
 
 // Which message types carry which op (the table in object_wire.hpp).
-bool type_allowed(ObjectOpcode op, MessageType type) noexcept {
+bool type_allowed(ObjectOp op, MessageType type) noexcept {
   switch (op) {
-    case ObjectOpcode::kPut:
+    case ObjectOp::kPut:
       return type == MessageType::kInlineRequest || type == MessageType::kReadChunkRequest;
-    case ObjectOpcode::kGet:
+    case ObjectOp::kGet:
       return type == MessageType::kInlineRequest || type == MessageType::kWriteChunkRequest;
-    case ObjectOpcode::kDelete:
+    case ObjectOp::kDelete:
       return type == MessageType::kInlineRequest;
-    default:
-      return false;
   }
+  return false;
 }
 
 }  // namespace
 
 ObjectParseError parse_object_request(MessageType type, std::uint16_t opcode, std::span<const std::uint8_t> payload,
                                       ObjectRequest& out) noexcept {
-  const auto op = static_cast<ObjectOpcode>(opcode);
-  if (op != ObjectOpcode::kPut && op != ObjectOpcode::kGet && op != ObjectOpcode::kDelete) {
-    return ObjectParseError::kUnknownOpcode;
+  ObjectOp op;
+  switch (static_cast<ObjectOpcode>(opcode)) {
+    case ObjectOpcode::kGet:
+      op = ObjectOp::kGet;
+      break;
+    case ObjectOpcode::kPut:
+      op = ObjectOp::kPut;
+      break;
+    case ObjectOpcode::kDelete:
+      op = ObjectOp::kDelete;
+      break;
+    default:
+      return ObjectParseError::kUnknownOpcode;
   }
   if (!type_allowed(op, type)) return ObjectParseError::kWrongType;
   if (payload.empty()) return ObjectParseError::kEmptyPayload;
@@ -63,7 +72,7 @@ ObjectParseError parse_object_request(MessageType type, std::uint16_t opcode, st
   // payload.size() >= 1 here, so the subtraction cannot wrap.
   if (key_len > payload.size() - kKeyPrefixSize) return ObjectParseError::kKeyTruncated;
   const std::size_t rest = payload.size() - kKeyPrefixSize - key_len;
-  const bool inline_value = op == ObjectOpcode::kPut && type == MessageType::kInlineRequest;
+  const bool inline_value = op == ObjectOp::kPut && type == MessageType::kInlineRequest;
   if (!inline_value && rest != 0) return ObjectParseError::kTrailingBytes;
   out.op = op;
   out.key = std::string_view(reinterpret_cast<const char*>(payload.data() + kKeyPrefixSize), key_len);

@@ -23,10 +23,12 @@
 #include <string_view>
 
 #include "protocol/message.hpp"
+#include "protocol/object_op.hpp"
 #include "protocol/wire_constants.hpp"
 
 namespace rdmagate::protocol {
 
+// The opcodes of §8.1 (wire values). ECHO and SINK are service opcodes, not object operations.
 enum class ObjectOpcode : std::uint16_t {
   kEcho = 1,
   kSink = 2,
@@ -35,7 +37,18 @@ enum class ObjectOpcode : std::uint16_t {
   kDelete = 0x12,
 };
 
-inline constexpr std::size_t kMaxKeyLength = 250;
+constexpr ObjectOpcode object_opcode(ObjectOp op) noexcept {
+  switch (op) {
+    case ObjectOp::kGet:
+      return ObjectOpcode::kGet;
+    case ObjectOp::kPut:
+      return ObjectOpcode::kPut;
+    case ObjectOp::kDelete:
+      return ObjectOpcode::kDelete;
+  }
+  return ObjectOpcode::kGet;
+}
+
 inline constexpr std::size_t kKeyPrefixSize = 1;  // the u8 length
 
 // Statuses of object answers (kCompletion.status). Values below kStatusApplicationBase are the transport's
@@ -68,7 +81,7 @@ inline constexpr std::size_t kObjectParseErrorCount = 7;
 const char* object_parse_error_name(ObjectParseError e) noexcept;
 
 struct ObjectRequest {
-  ObjectOpcode op = ObjectOpcode::kGet;
+  ObjectOp op = ObjectOp::kGet;
   std::string_view key;                 // view into the payload
   std::span<const std::uint8_t> value;  // inline PUT only; view into the payload
 };

@@ -111,8 +111,9 @@ static_assert(kTable[static_cast<std::size_t>(failure_stat(0))].labels[0].value 
 static_assert(kTable[static_cast<std::size_t>(Stat::kViolationsFirst)].labels[0].value == "truncated_header");
 static_assert(kTable[static_cast<std::size_t>(Stat::kStoreAllocatedBytes)].name ==
               "rdmagate_store_allocated_bytes");
-static_assert(kTable[static_cast<std::size_t>(store_op_stat(StoreOp::kDelete, 4))].labels[1].value ==
-              "bad_request");
+static_assert(
+    kTable[static_cast<std::size_t>(store_op_stat(protocol::ObjectOp::kDelete, 4))].labels[1].value ==
+    "bad_request");
 
 constexpr std::array<HistogramDesc, kHistogramCount> kHistograms = {{
     {"rdmagate_request_duration_seconds", "Duration of requests from receive to response sent, by op.",

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "protocol/object_op.hpp"
+
 namespace rdmagate::telemetry {
 
 inline constexpr std::size_t kCacheLine = 64;
@@ -40,8 +42,9 @@ inline constexpr std::array<std::string_view, 26> kViolationCodeNames = {
     "reserve_violation",  "returned_too_many"};
 inline constexpr std::array<std::string_view, 8> kAsyncEventNames = {
     "qp_fatal", "qp_access_err", "qp_req_err", "cq_err", "port_active", "port_err", "device_fatal", "other"};
-inline constexpr std::array<std::string_view, 3> kStoreOpNames = {"get", "put", "delete"};
-// Index = store::Status value (dataplane/store/store.hpp); a publish test checks the names match.
+inline constexpr std::array<std::string_view, protocol::kObjectOpCount> kStoreOpNames =
+    protocol::kObjectOpNames;
+// Index = store::Status value (services/storage/memory/store.hpp); a publish test checks the names match.
 inline constexpr std::array<std::string_view, 5> kStoreStatusNames = {"ok", "not_found", "too_large", "no_space",
                                                                       "bad_request"};
 // Index = dataplane::CoreError value (dataplane/core_conn.hpp).
@@ -52,7 +55,6 @@ inline constexpr std::array<std::string_view, 3> kFailureCauseNames = {"protocol
                                                                        "completion_error"};
 
 enum class Direction : std::uint8_t { kRx = 0, kTx = 1 };
-enum class StoreOp : std::uint8_t { kGet = 0, kPut = 1, kDelete = 2 };
 
 // One slot per exported series. Families with labels take a contiguous run of slots starting at a *First
 // value; use the helpers (message_stat, reject_stat, ...) rather than arithmetic in the engine.
@@ -116,7 +118,7 @@ constexpr Stat violation_stat(std::size_t code_index) noexcept {
   return stat_at(Stat::kViolationsFirst, code_index);
 }
 constexpr Stat async_event_stat(std::size_t event) noexcept { return stat_at(Stat::kAsyncEventsFirst, event); }
-constexpr Stat store_op_stat(StoreOp op, std::size_t status) noexcept {
+constexpr Stat store_op_stat(protocol::ObjectOp op, std::size_t status) noexcept {
   return stat_at(Stat::kStoreOpsFirst, static_cast<std::size_t>(op) * kStoreStatusNames.size() + status);
 }
 
@@ -167,7 +169,7 @@ struct alignas(kCacheLine) CoreStats {
     std::atomic_ref<std::uint64_t>(values[index(s)]).store(v, std::memory_order_relaxed);
   }
   std::uint64_t load(Stat s) const noexcept { return LatencyHistogram::read(values[index(s)]); }
-  void observe_request_ns(StoreOp op, std::uint64_t ns) noexcept {
+  void observe_request_ns(protocol::ObjectOp op, std::uint64_t ns) noexcept {
     request_duration[static_cast<std::size_t>(op)].observe_ns(ns);
   }
 

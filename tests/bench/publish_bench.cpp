@@ -52,7 +52,7 @@ struct Fleet {
       collector.register_core(i, blocks[i]);
       publish_core_counters(busy_counters(i + 1), PollerTimes{1'000'000ull * (i + 1), 5'000'000}, blocks[i]);
       for (std::uint64_t ns = 1000; ns < 50'000'000; ns = ns * 3 / 2) {
-        blocks[i].observe_request_ns(rdmagate::telemetry::StoreOp::kGet, ns);
+        blocks[i].observe_request_ns(rdmagate::protocol::ObjectOp::kGet, ns);
       }
     }
     collector.register_control(*control);

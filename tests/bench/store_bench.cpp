@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "dataplane/store/store.hpp"
+#include "services/storage/memory/store.hpp"
 
 namespace rdmagate::store {
 namespace {

@@ -9,10 +9,10 @@
 
 namespace {
 
+using rdmagate::protocol::ObjectOp;
 using rdmagate::telemetry::CoreStats;
 using rdmagate::telemetry::Direction;
 using rdmagate::telemetry::Stat;
-using rdmagate::telemetry::StoreOp;
 
 void BM_CounterIncrement(benchmark::State& state) {
   auto s = std::make_unique<CoreStats>();
@@ -38,7 +38,7 @@ void BM_HistogramObserve(benchmark::State& state) {
   auto s = std::make_unique<CoreStats>();
   std::uint64_t ns = 1000;
   for (auto _ : state) {
-    s->observe_request_ns(StoreOp::kGet, ns);
+    s->observe_request_ns(ObjectOp::kGet, ns);
     ns = ns * 3 % 1'000'000'007ull;  // spread over buckets so the branch predictor cannot learn one
   }
   benchmark::DoNotOptimize(s->request_duration[0].sum_ns);
@@ -50,7 +50,7 @@ void BM_TscToNsPlusObserve(benchmark::State& state) {
   const rdmagate::telemetry::TscToNs conv(2'400'000'000ull);
   std::uint64_t tsc = 5000;
   for (auto _ : state) {
-    s->observe_request_ns(StoreOp::kPut, conv.ns(tsc));
+    s->observe_request_ns(ObjectOp::kPut, conv.ns(tsc));
     tsc = tsc * 3 % 1'000'000'007ull;
   }
   benchmark::DoNotOptimize(s->request_duration[1].sum_ns);

@@ -112,7 +112,7 @@ protocol:
   handshake_timeout_ms: 3000
   checksum: true
 store:
-  backend: embedded
+  backend: memory
   capacity_mib: 512
   max_value_bytes: 1
 telemetry:

@@ -268,9 +268,19 @@ TEST(Store, ValueLargerThanTheStore) {
                           "store.capacity_mib = 256 (default)"));
 }
 
+// memory is the only backend so far: any other name, the old "embedded" included, is an error at its line.
 TEST(Store, UnknownBackend) {
   EXPECT_THAT(errorsOf("store:\n  backend: rocksdb\n"),
-              ElementsAre("conf/x.yaml:2:3: store.backend: \"rocksdb\" is not one of embedded"));
+              ElementsAre("conf/x.yaml:2:3: store.backend: \"rocksdb\" is not one of memory"));
+  EXPECT_THAT(errorsOf("store:\n  capacity_mib: 64\n  backend: embedded\n"),
+              ElementsAre("conf/x.yaml:3:3: store.backend: \"embedded\" is not one of memory"));
+  EXPECT_THAT(errorsOf("store:\n  backend: memry\n"),
+              ElementsAre("conf/x.yaml:2:3: store.backend: \"memry\" is not one of memory; did you mean "
+                          "\"memory\"?"));
+}
+
+TEST(Store, MemoryBackend) {
+  EXPECT_THAT(errorsOf("store:\n  backend: memory\n"), IsEmpty());
 }
 
 // --- no cascades -----------------------------------------------------------------------------------------

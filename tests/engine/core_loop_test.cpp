@@ -22,12 +22,12 @@
 #include <string_view>
 #include <vector>
 
-#include "dataplane/object_service.hpp"
-#include "dataplane/services.hpp"
-#include "dataplane/store/store.hpp"
+#include "services/object/object_service.hpp"
+#include "tests/support/test_services.hpp"
+#include "services/storage/memory/store.hpp"
 #include "protocol/object_wire.hpp"
 #include "tests/engine/fake_backend.hpp"
-#include "tests/store/store_test_util.hpp"
+#include "tests/services/storage/memory/store_test_util.hpp"
 
 namespace rdmagate::dataplane {
 namespace {
@@ -212,7 +212,7 @@ constexpr std::size_t mt(MessageType t) {
 constexpr std::size_t err(CoreError e) {
   return static_cast<std::size_t>(e);
 }
-constexpr std::size_t opi(ObjectOpIndex o) {
+constexpr std::size_t opi(protocol::ObjectOp o) {
   return static_cast<std::size_t>(o);
 }
 std::size_t sti(ObjectStatus s) {
@@ -267,7 +267,7 @@ class StoreArena {
   }
   ObjectServiceConfig config() const {
     ObjectServiceConfig c;
-    c.store = store.get();
+    c.storage = &store->core(0);
     c.arena_lkey = mr_->lkey;
     return c;
   }
@@ -423,13 +423,13 @@ TEST(CoreLoopFake, ObjectPutGetDeleteInline) {
   EXPECT_EQ(r.status, st(ObjectStatus::kBadRequest));
 
   const ObjectServiceCounters& s = svc.counters();
-  EXPECT_EQ(s.requests[opi(ObjectOpIndex::kPut)], 2u);
-  EXPECT_EQ(s.statuses[opi(ObjectOpIndex::kPut)][sti(ObjectStatus::kOk)], 2u);
-  EXPECT_EQ(s.requests[opi(ObjectOpIndex::kGet)], 3u);
-  EXPECT_EQ(s.statuses[opi(ObjectOpIndex::kGet)][sti(ObjectStatus::kOk)], 2u);
-  EXPECT_EQ(s.statuses[opi(ObjectOpIndex::kGet)][sti(ObjectStatus::kNotFound)], 1u);
-  EXPECT_EQ(s.requests[opi(ObjectOpIndex::kDelete)], 2u);
-  EXPECT_EQ(s.statuses[opi(ObjectOpIndex::kDelete)][sti(ObjectStatus::kNotFound)], 1u);
+  EXPECT_EQ(s.requests[opi(protocol::ObjectOp::kPut)], 2u);
+  EXPECT_EQ(s.statuses[opi(protocol::ObjectOp::kPut)][sti(ObjectStatus::kOk)], 2u);
+  EXPECT_EQ(s.requests[opi(protocol::ObjectOp::kGet)], 3u);
+  EXPECT_EQ(s.statuses[opi(protocol::ObjectOp::kGet)][sti(ObjectStatus::kOk)], 2u);
+  EXPECT_EQ(s.statuses[opi(protocol::ObjectOp::kGet)][sti(ObjectStatus::kNotFound)], 1u);
+  EXPECT_EQ(s.requests[opi(protocol::ObjectOp::kDelete)], 2u);
+  EXPECT_EQ(s.statuses[opi(protocol::ObjectOp::kDelete)][sti(ObjectStatus::kNotFound)], 1u);
   EXPECT_EQ(s.parse_errors[static_cast<std::size_t>(protocol::ObjectParseError::kBadKeyLength)], 1u);
   EXPECT_EQ(s.bytes_in, v1.size() + v2.size());
   EXPECT_EQ(s.bytes_out, v1.size() + v2.size());
@@ -531,7 +531,7 @@ TEST(CoreLoopFake, ObjectPutReadChunkAndGetWriteChunkMoveEveryByte) {
   EXPECT_EQ(s.bytes_in, 3000u);
   EXPECT_EQ(s.bytes_out, 3000u);
   EXPECT_EQ(s.bulk_failures, 0u);
-  EXPECT_EQ(s.statuses[opi(ObjectOpIndex::kGet)][sti(ObjectStatus::kTooSmall)], 2u);
+  EXPECT_EQ(s.statuses[opi(protocol::ObjectOp::kGet)][sti(ObjectStatus::kTooSmall)], 2u);
   expect_no_core_errors(k);
   expect_credits_conserved(c);
 
@@ -607,7 +607,7 @@ TEST(CoreLoopFake, ReorderedCompletionsAcrossConnections) {
     expect_credits_conserved(*cs[static_cast<std::size_t>(i)]);
   }
   EXPECT_EQ(core.counters().completions_rdma, 9u);
-  EXPECT_EQ(svc.counters().statuses[opi(ObjectOpIndex::kPut)][sti(ObjectStatus::kOk)], 3u);
+  EXPECT_EQ(svc.counters().statuses[opi(protocol::ObjectOp::kPut)][sti(ObjectStatus::kOk)], 3u);
   expect_no_core_errors(core.counters());
   expect_device_clean(dev);
 }

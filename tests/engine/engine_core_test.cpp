@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "dataplane/core_conn.hpp"
-#include "dataplane/services.hpp"
+#include "tests/support/test_services.hpp"
+#include "tools/bench/echo_client_service.hpp"
 
 namespace rdmagate::dataplane {
 namespace {
@@ -34,6 +35,24 @@ TEST(WrId, KindAndDescriptorRoundTrip) {
   }
   static_assert(alignof(RxDesc) > kWrKindMask && alignof(TxDesc) > kWrKindMask,
                 "descriptor alignment leaves the low bits for the kind");
+}
+
+// A service's typed state lives in the connection's bytes: reset starts it from its member initialisers,
+// as reads it back, and control's reset (assigning a fresh ServiceConnState) zeroes it.
+TEST(ServiceConnState, TypedStateResetReadAndZeroed) {
+  struct State {
+    std::uint32_t index = 0xffffffffu;
+    std::uint64_t count = 0;
+  };
+  CoreConn c;
+  State& s = c.svc.reset<State>();
+  EXPECT_EQ(s.index, 0xffffffffu);
+  s.count = 7;
+  EXPECT_EQ(c.svc.as<State>().count, 7u);
+  EXPECT_EQ(&c.svc.as<State>(), &s);
+  c.svc = ServiceConnState{};
+  EXPECT_EQ(c.svc.as<State>().index, 0u);
+  EXPECT_EQ(c.svc.as<State>().count, 0u);
 }
 
 // What a service sees of the core loop.

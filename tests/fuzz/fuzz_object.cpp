@@ -24,15 +24,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   RDMAGATE_FUZZ_CHECK(static_cast<std::size_t>(e) < kObjectParseErrorCount);
   if (e != ObjectParseError::kOk) return 0;
 
-  RDMAGATE_FUZZ_CHECK(r.op == ObjectOpcode::kPut || r.op == ObjectOpcode::kGet ||
-                      r.op == ObjectOpcode::kDelete);
-  RDMAGATE_FUZZ_CHECK(static_cast<std::uint16_t>(r.op) == opcode);
-  const bool inline_put = r.op == ObjectOpcode::kPut && type == MessageType::kInlineRequest;
-  if (r.op == ObjectOpcode::kPut)
+  RDMAGATE_FUZZ_CHECK(static_cast<std::size_t>(r.op) < kObjectOpCount);
+  RDMAGATE_FUZZ_CHECK(static_cast<std::uint16_t>(object_opcode(r.op)) == opcode);
+  const bool inline_put = r.op == ObjectOp::kPut && type == MessageType::kInlineRequest;
+  if (r.op == ObjectOp::kPut)
     RDMAGATE_FUZZ_CHECK(type == MessageType::kInlineRequest || type == MessageType::kReadChunkRequest);
-  if (r.op == ObjectOpcode::kGet)
+  if (r.op == ObjectOp::kGet)
     RDMAGATE_FUZZ_CHECK(type == MessageType::kInlineRequest || type == MessageType::kWriteChunkRequest);
-  if (r.op == ObjectOpcode::kDelete) RDMAGATE_FUZZ_CHECK(type == MessageType::kInlineRequest);
+  if (r.op == ObjectOp::kDelete) RDMAGATE_FUZZ_CHECK(type == MessageType::kInlineRequest);
 
   // The key: 1..250 bytes right after its length byte; the value: exactly the rest (inline PUT only).
   RDMAGATE_FUZZ_CHECK(!payload.empty() && payload[0] == r.key.size());

@@ -13,8 +13,8 @@ namespace {
 
 using Bytes = std::vector<std::uint8_t>;
 
-constexpr std::uint16_t op(ObjectOpcode o) {
-  return static_cast<std::uint16_t>(o);
+constexpr std::uint16_t op(ObjectOp o) {
+  return static_cast<std::uint16_t>(object_opcode(o));
 }
 
 Bytes payload(const std::string& key, const Bytes& value = {}) {
@@ -36,8 +36,8 @@ TEST(ObjectWire, PutInlineCarriesKeyAndValue) {
   const Bytes v{1, 2, 3, 0, 255};
   const Bytes p = payload("key", v);  // the request views into it
   ObjectRequest r;
-  ASSERT_EQ(parse(MessageType::kInlineRequest, op(ObjectOpcode::kPut), p, &r), ObjectParseError::kOk);
-  EXPECT_EQ(r.op, ObjectOpcode::kPut);
+  ASSERT_EQ(parse(MessageType::kInlineRequest, op(ObjectOp::kPut), p, &r), ObjectParseError::kOk);
+  EXPECT_EQ(r.op, ObjectOp::kPut);
   EXPECT_EQ(r.key, "key");
   EXPECT_EQ(Bytes(r.value.begin(), r.value.end()), v);
 }
@@ -45,7 +45,7 @@ TEST(ObjectWire, PutInlineCarriesKeyAndValue) {
 TEST(ObjectWire, PutInlineEmptyValueIsAValue) {
   const Bytes p = payload("k");
   ObjectRequest r;
-  ASSERT_EQ(parse(MessageType::kInlineRequest, op(ObjectOpcode::kPut), p, &r), ObjectParseError::kOk);
+  ASSERT_EQ(parse(MessageType::kInlineRequest, op(ObjectOp::kPut), p, &r), ObjectParseError::kOk);
   EXPECT_EQ(r.key, "k");
   EXPECT_TRUE(r.value.empty());
 }
@@ -53,12 +53,12 @@ TEST(ObjectWire, PutInlineEmptyValueIsAValue) {
 TEST(ObjectWire, ChunkAndKeyOnlyOpsAcceptExactlyTheKey) {
   struct Case {
     MessageType type;
-    ObjectOpcode op;
+    ObjectOp op;
   };
-  for (const Case c : {Case{MessageType::kReadChunkRequest, ObjectOpcode::kPut},
-                       Case{MessageType::kInlineRequest, ObjectOpcode::kGet},
-                       Case{MessageType::kWriteChunkRequest, ObjectOpcode::kGet},
-                       Case{MessageType::kInlineRequest, ObjectOpcode::kDelete}}) {
+  for (const Case c : {Case{MessageType::kReadChunkRequest, ObjectOp::kPut},
+                       Case{MessageType::kInlineRequest, ObjectOp::kGet},
+                       Case{MessageType::kWriteChunkRequest, ObjectOp::kGet},
+                       Case{MessageType::kInlineRequest, ObjectOp::kDelete}}) {
     Bytes p = payload("a-key");
     ObjectRequest r;
     EXPECT_EQ(parse(c.type, op(c.op), p, &r), ObjectParseError::kOk);
@@ -69,6 +69,17 @@ TEST(ObjectWire, ChunkAndKeyOnlyOpsAcceptExactlyTheKey) {
     p.push_back(0);
     EXPECT_EQ(parse(c.type, op(c.op), p), ObjectParseError::kTrailingBytes);
   }
+}
+
+// The wire numbers (§8.1) and the metric label values (docs/metrics.md) are contracts; ObjectOp maps to both.
+TEST(ObjectWire, OpsMapToTheWireOpcodesAndTheMetricNames) {
+  EXPECT_EQ(op(ObjectOp::kPut), 0x10);
+  EXPECT_EQ(op(ObjectOp::kGet), 0x11);
+  EXPECT_EQ(op(ObjectOp::kDelete), 0x12);
+  EXPECT_EQ(object_op_name(ObjectOp::kGet), "get");
+  EXPECT_EQ(object_op_name(ObjectOp::kPut), "put");
+  EXPECT_EQ(object_op_name(ObjectOp::kDelete), "delete");
+  EXPECT_EQ(kObjectOpCount, 3u);
 }
 
 // ---- every ObjectParseError ----------------------------------------------------------------------------
@@ -87,42 +98,42 @@ TEST(ObjectWire, WrongMessageTypes) {
   const Bytes p = payload("k");
   struct Case {
     MessageType type;
-    ObjectOpcode op;
+    ObjectOp op;
   };
-  for (const Case c : {Case{MessageType::kWriteChunkRequest, ObjectOpcode::kPut},
-                       Case{MessageType::kReadChunkRequest, ObjectOpcode::kGet},
-                       Case{MessageType::kReadChunkRequest, ObjectOpcode::kDelete},
-                       Case{MessageType::kWriteChunkRequest, ObjectOpcode::kDelete},
-                       Case{MessageType::kInlineResponse, ObjectOpcode::kGet},
-                       Case{MessageType::kCompletion, ObjectOpcode::kPut},
-                       Case{MessageType::kNoop, ObjectOpcode::kDelete}}) {
+  for (const Case c :
+       {Case{MessageType::kWriteChunkRequest, ObjectOp::kPut},
+        Case{MessageType::kReadChunkRequest, ObjectOp::kGet},
+        Case{MessageType::kReadChunkRequest, ObjectOp::kDelete},
+        Case{MessageType::kWriteChunkRequest, ObjectOp::kDelete},
+        Case{MessageType::kInlineResponse, ObjectOp::kGet}, Case{MessageType::kCompletion, ObjectOp::kPut},
+        Case{MessageType::kNoop, ObjectOp::kDelete}}) {
     EXPECT_EQ(parse(c.type, op(c.op), p), ObjectParseError::kWrongType)
         << static_cast<int>(c.type) << " " << op(c.op);
   }
 }
 
 TEST(ObjectWire, EmptyPayload) {
-  for (const ObjectOpcode o : {ObjectOpcode::kPut, ObjectOpcode::kGet, ObjectOpcode::kDelete}) {
+  for (const ObjectOp o : {ObjectOp::kPut, ObjectOp::kGet, ObjectOp::kDelete}) {
     EXPECT_EQ(parse(MessageType::kInlineRequest, op(o), {}), ObjectParseError::kEmptyPayload);
   }
 }
 
 TEST(ObjectWire, KeyLengths0And251RefusedAnd1And250Accepted) {
   // 0: the prefix alone.
-  EXPECT_EQ(parse(MessageType::kInlineRequest, op(ObjectOpcode::kGet), Bytes{0}),
+  EXPECT_EQ(parse(MessageType::kInlineRequest, op(ObjectOp::kGet), Bytes{0}),
             ObjectParseError::kBadKeyLength);
   // 251 (and 255) with that many key bytes present: the length itself is refused, not a truncation.
   for (const unsigned n : {251u, 255u}) {
     Bytes p(1 + n, 'x');
     p[0] = static_cast<std::uint8_t>(n);
-    EXPECT_EQ(parse(MessageType::kInlineRequest, op(ObjectOpcode::kGet), p), ObjectParseError::kBadKeyLength)
+    EXPECT_EQ(parse(MessageType::kInlineRequest, op(ObjectOp::kGet), p), ObjectParseError::kBadKeyLength)
         << n;
   }
   for (const std::size_t n : {std::size_t{1}, kMaxKeyLength}) {
     const std::string key(n, 'k');
     const Bytes p = payload(key);
     ObjectRequest r;
-    ASSERT_EQ(parse(MessageType::kInlineRequest, op(ObjectOpcode::kDelete), p, &r), ObjectParseError::kOk);
+    ASSERT_EQ(parse(MessageType::kInlineRequest, op(ObjectOp::kDelete), p, &r), ObjectParseError::kOk);
     EXPECT_EQ(r.key.size(), n);
     EXPECT_EQ(r.key, key);
   }
@@ -133,13 +144,13 @@ TEST(ObjectWire, KeyTruncatedAtEveryLength) {
   // Cut anywhere inside the key: truncated (at 1 byte only the prefix remains, still truncated).
   for (std::size_t cut = 1; cut < full.size(); ++cut) {
     const Bytes p(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(cut));
-    EXPECT_EQ(parse(MessageType::kInlineRequest, op(ObjectOpcode::kGet), p), ObjectParseError::kKeyTruncated)
+    EXPECT_EQ(parse(MessageType::kInlineRequest, op(ObjectOp::kGet), p), ObjectParseError::kKeyTruncated)
         << cut;
     // A PUT's value starts after the key, so truncation is the same error there.
-    EXPECT_EQ(parse(MessageType::kInlineRequest, op(ObjectOpcode::kPut), p), ObjectParseError::kKeyTruncated)
+    EXPECT_EQ(parse(MessageType::kInlineRequest, op(ObjectOp::kPut), p), ObjectParseError::kKeyTruncated)
         << cut;
   }
-  EXPECT_EQ(parse(MessageType::kInlineRequest, op(ObjectOpcode::kGet), full), ObjectParseError::kOk);
+  EXPECT_EQ(parse(MessageType::kInlineRequest, op(ObjectOp::kGet), full), ObjectParseError::kOk);
 }
 
 TEST(ObjectWire, ErrorNamesAreDistinctAndKnown) {
@@ -200,7 +211,7 @@ TEST(ObjectWire, EncodeParseRoundTrip) {
       ASSERT_EQ(p.size(), object_payload_size(klen, vlen));
       EXPECT_EQ(p[0], klen);
       ObjectRequest r;
-      ASSERT_EQ(parse(MessageType::kInlineRequest, op(ObjectOpcode::kPut), p, &r), ObjectParseError::kOk);
+      ASSERT_EQ(parse(MessageType::kInlineRequest, op(ObjectOp::kPut), p, &r), ObjectParseError::kOk);
       EXPECT_EQ(r.key, key);
       EXPECT_EQ(Bytes(r.value.begin(), r.value.end()), v);
       // The views point into the payload (zero copy).

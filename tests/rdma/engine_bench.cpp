@@ -20,8 +20,9 @@
 #include "control/rdma_device.hpp"
 #include "dataplane/backend/backend_factory.hpp"
 #include "dataplane/eal_runtime.hpp"
-#include "dataplane/services.hpp"
 #include "tests/rdma/rdma_test_support.hpp"
+#include "tests/support/test_services.hpp"
+#include "tools/bench/echo_client_service.hpp"
 
 namespace {
 using namespace rdmagate;

@@ -27,9 +27,10 @@
 #include "control/rdma_device.hpp"
 #include "dataplane/backend/backend_factory.hpp"
 #include "dataplane/eal_runtime.hpp"
-#include "dataplane/services.hpp"
 #include "protocol/incarnation.hpp"
 #include "tests/rdma/rdma_test_main.hpp"
+#include "tests/support/test_services.hpp"
+#include "tools/bench/echo_client_service.hpp"
 
 namespace {
 
@@ -535,19 +536,22 @@ TEST(EngineFaults, CreditOverrunAndCorruptHeaderDisconnectedCountedServerKeepsSe
 // other connection (a normal client, after) is echoed.
 struct StallingEchoService : dataplane::EchoService {
   static constexpr std::uint64_t kStallMs = 1500;
+  struct ConnState {
+    bool sink = false;  // this connection's requests are consumed, never answered
+  };
   bool stall_next = true;
   template <typename Api>
   void on_adopt_st(Api& api, dataplane::CoreConn& c) noexcept {
-    c.svc = dataplane::ServiceConnState{};
+    ConnState& cs = c.svc.reset<ConnState>();
     if (!stall_next) return;
     stall_next = false;
-    c.svc.a = 1;  // a sink: this connection's requests are consumed, never answered
+    cs.sink = true;
     const std::uint64_t end = rte_rdtsc() + api.tsc_hz() / 1000 * kStallMs;
     while (rte_rdtsc() < end) rte_pause();
   }
   template <typename Api>
   void on_request_st(Api& api, dataplane::CoreConn& c, const protocol::Message& m) noexcept {
-    if (c.svc.a == 1) {
+    if (c.svc.as<ConnState>().sink) {
       ++sunk;
       return;
     }
@@ -642,8 +646,12 @@ TEST(EngineFaults, RealBurstBeyondCreditsAgainstAStalledServerClosedCountedOther
 
 // Per size: fill a source buffer, send a read chunk over it in 4 fragments (the server RDMA-READs it), then a
 // write chunk over a zeroed destination in 3 uneven fragments (the server RDMA-WRITEs it back); verify every
-// byte and a guard past the end. State per connection: svc.a = size index, svc.b = phase.
+// byte and a guard past the end.
 struct BulkClient {
+  struct ConnState {
+    std::uint32_t size_index = 0;
+    std::uint32_t phase = 0;  // 0: the read chunk is out, 1: the write chunk
+  };
   static constexpr std::array<std::uint32_t, 3> kSizes{4096, 64 * 1024, 1024 * 1024};
   static constexpr std::uint32_t kDstOffset = 1024 * 1024;
   static constexpr std::uint32_t kGuard = 4096;
@@ -657,33 +665,35 @@ struct BulkClient {
   }
   template <typename Api>
   void on_adopt_st(Api& api, dataplane::CoreConn& c) noexcept {
-    c.svc = dataplane::ServiceConnState{};
+    c.svc.reset<ConnState>();
     start_st(api, c);
   }
   template <typename Api>
   void start_st(Api& api, dataplane::CoreConn& c) noexcept {
-    const std::uint32_t size = kSizes[c.svc.a];
-    for (std::uint32_t i = 0; i < size; ++i) c.bulk[i] = pattern(c.svc.a, i);
+    ConnState& cs = c.svc.as<ConnState>();
+    const std::uint32_t size = kSizes[cs.size_index];
+    for (std::uint32_t i = 0; i < size; ++i) c.bulk[i] = pattern(cs.size_index, i);
     protocol::Chunk ch;
     ch.count = 4;
     for (std::uint16_t k = 0; k < 4; ++k) {
       ch.fragments[k] =
           protocol::Fragment{reinterpret_cast<std::uintptr_t>(c.bulk) + k * (size / 4), size / 4, c.rkey};
     }
-    c.svc.b = 0;
-    if (!api.send_st(c, protocol::MessageType::kReadChunkRequest, 2, c.svc.a * 2 + 1, {}, 0, 0, &ch))
+    cs.phase = 0;
+    if (!api.send_st(c, protocol::MessageType::kReadChunkRequest, 2, cs.size_index * 2 + 1, {}, 0, 0, &ch))
       fail(1000);
   }
   template <typename Api>
   void on_response_st(Api& api, dataplane::CoreConn& c, const protocol::Message& m) noexcept {
-    const std::uint32_t size = kSizes[c.svc.a];
+    ConnState& cs = c.svc.as<ConnState>();
+    const std::uint32_t size = kSizes[cs.size_index];
     if (m.type != protocol::MessageType::kCompletion || m.status != 0 || m.byte_count != size ||
-        m.cookie != c.svc.a * 2 + 1 + c.svc.b) {
+        m.cookie != cs.size_index * 2 + 1 + cs.phase) {
       fail(m.status != 0 ? m.status : 2000 + static_cast<std::uint32_t>(m.type));
       return;
     }
     std::uint8_t* dst = c.bulk + kDstOffset;
-    if (c.svc.b == 0) {
+    if (cs.phase == 0) {
       std::memset(dst, 0, size + kGuard);
       protocol::Chunk ch;
       ch.count = 3;
@@ -692,8 +702,8 @@ struct BulkClient {
       ch.fragments[0] = protocol::Fragment{base, third, c.rkey};
       ch.fragments[1] = protocol::Fragment{base + third, third, c.rkey};
       ch.fragments[2] = protocol::Fragment{base + 2 * third, size - 2 * third, c.rkey};
-      c.svc.b = 1;
-      if (!api.send_st(c, protocol::MessageType::kWriteChunkRequest, 2, c.svc.a * 2 + 2, {}, 0, 0, &ch))
+      cs.phase = 1;
+      if (!api.send_st(c, protocol::MessageType::kWriteChunkRequest, 2, cs.size_index * 2 + 2, {}, 0, 0, &ch))
         fail(1001);
       return;
     }
@@ -708,7 +718,7 @@ struct BulkClient {
       }
     }
     verified_bytes.fetch_add(size);
-    if (++c.svc.a == kSizes.size()) {
+    if (++cs.size_index == kSizes.size()) {
       done.fetch_add(1);
       return;
     }

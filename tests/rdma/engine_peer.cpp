@@ -30,8 +30,9 @@
 #include "control/rdma_device.hpp"
 #include "dataplane/backend/backend_factory.hpp"
 #include "dataplane/eal_runtime.hpp"
-#include "dataplane/services.hpp"
 #include "tests/rdma/rdma_test_support.hpp"
+#include "tests/support/test_services.hpp"
+#include "tools/bench/echo_client_service.hpp"
 
 namespace {
 
@@ -101,23 +102,28 @@ void write_status(const std::string& path, const control::Engine& eng, const dat
 // The server's service: echo, except that each connection's requests after the first `hold_after` are held
 // (never answered), so a SIGTERM drain has requests in flight that never finish (pending_st counts them).
 struct HoldingEchoService : dataplane::EchoService {
+  struct ConnState {
+    std::uint64_t requests = 0;
+    std::uint64_t held = 0;
+  };
   std::uint64_t hold_after = UINT64_MAX;
   template <typename Api>
   void on_request_st(Api& api, dataplane::CoreConn& c, const protocol::Message& m) noexcept {
-    if (++c.svc.d > hold_after) {
-      ++c.svc.e;
+    ConnState& cs = c.svc.as<ConnState>();
+    if (++cs.requests > hold_after) {
+      ++cs.held;
       return;
     }
     dataplane::EchoService::on_request_st(api, c, m);
   }
-  std::uint64_t pending_st(const dataplane::CoreConn& c) const noexcept { return c.svc.e; }
+  std::uint64_t pending_st(const dataplane::CoreConn& c) const noexcept { return c.svc.as<ConnState>().held; }
   template <typename Api>
   void on_adopt_st(Api&, dataplane::CoreConn& c) noexcept {
-    c.svc = dataplane::ServiceConnState{};
+    c.svc.reset<ConnState>();
   }
   template <typename Api>
   void on_close_st(Api&, dataplane::CoreConn& c) noexcept {
-    c.svc = dataplane::ServiceConnState{};
+    c.svc.reset<ConnState>();
   }
 };
 

@@ -21,9 +21,10 @@
 #include "daemon/engine_stats_publish.hpp"
 #include "dataplane/backend/backend_factory.hpp"
 #include "dataplane/eal_runtime.hpp"
-#include "dataplane/services.hpp"
 #include "telemetry/collector.hpp"
 #include "tests/rdma/rdma_test_main.hpp"
+#include "tests/support/test_services.hpp"
+#include "tools/bench/echo_client_service.hpp"
 
 namespace {
 

@@ -47,9 +47,9 @@
 #include "control/rdma_device.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/huge_buffer.hpp"
-#include "dataplane/object_service.hpp"
-#include "dataplane/store/store.hpp"
 #include "dataplane/backend/backend_factory.hpp"
+#include "services/object/object_service.hpp"
+#include "services/storage/memory/store.hpp"
 #include "telemetry/stats.hpp"
 #include "tests/rdma/rdma_test_main.hpp"
 
@@ -124,8 +124,7 @@ class Gateway {
     std::vector<std::unique_ptr<control::CoreRunner>> runners;
     for (unsigned i = 0; i < o.cores; ++i) {
       dataplane::ObjectServiceConfig sc;
-      sc.store = g->store_.get();
-      sc.store_core = i;
+      sc.storage = &g->store_->core(i);
       sc.arena_lkey = g->mr_->lkey;
       if (o.latency_stats) {
         g->stats_.push_back(std::make_unique<telemetry::CoreStats>());

@@ -25,7 +25,7 @@
 
 #include "protocol/object_wire.hpp"
 #include "tests/rdma/gateway_fixture.hpp"
-#include "tests/store/store_test_util.hpp"
+#include "tests/services/storage/memory/store_test_util.hpp"
 
 namespace {
 
@@ -101,11 +101,15 @@ struct Script {
   ScriptResult result;
 };
 
-// The scripted client (active engine, one core). c.svc: a = script index, b = step index, c = 1 while a
-// step waits for its answer.
+// The scripted client (active engine, one core).
 class ScriptClient {
  public:
   static constexpr std::size_t kMaxScripts = 16;
+  struct ConnState {
+    std::uint64_t script = kMaxScripts;  // kMaxScripts: the connection runs no script
+    std::uint64_t step = 0;
+    bool waiting = false;  // the step waits for its answer
+  };
 
   ScriptClient(std::uint8_t* buf, std::uint32_t rkey) : buf_(buf), rkey_(rkey) {}
 
@@ -119,27 +123,27 @@ class ScriptClient {
 
   template <typename Api>
   void on_adopt_st(Api& api, dataplane::CoreConn& c) noexcept {
-    c.svc = dataplane::ServiceConnState{};
+    ConnState& cs = c.svc.reset<ConnState>();
     const int n = adopted_++;
     if (n >= published_.load(std::memory_order_acquire)) {
       ++unscripted_;
-      c.svc.a = kMaxScripts;
       return;
     }
-    c.svc.a = static_cast<std::uint64_t>(n);
+    cs.script = static_cast<std::uint64_t>(n);
     run_st(api, c);
   }
 
   template <typename Api>
   void on_response_st(Api& api, dataplane::CoreConn& c, const protocol::Message& m) noexcept {
-    if (c.svc.a >= kMaxScripts || c.svc.c == 0) {
+    ConnState& cs = c.svc.as<ConnState>();
+    if (cs.script >= kMaxScripts || !cs.waiting) {
       ++unexpected_;
       return;
     }
-    Script& s = scripts_[c.svc.a];
-    const Step& st = s.steps[c.svc.b];
-    c.svc.c = 0;
-    if (m.cookie != c.svc.b + 1) return fail(s, "step %llu: cookie %llu", step_no(c), ull(m.cookie));
+    Script& s = scripts_[cs.script];
+    const Step& st = s.steps[cs.step];
+    cs.waiting = false;
+    if (m.cookie != cs.step + 1) return fail(s, "step %llu: cookie %llu", step_no(c), ull(m.cookie));
     if (m.opcode != st.opcode) return fail(s, "step %llu: opcode %u", step_no(c), m.opcode);
     switch (st.expect) {
       case Expect::kCompletion:
@@ -182,21 +186,22 @@ class ScriptClient {
                     static_cast<unsigned>(m.type), m.status);
     }
     s.result.steps_ok.fetch_add(1, std::memory_order_relaxed);
-    ++c.svc.b;
+    ++cs.step;
     run_st(api, c);
   }
 
   template <typename Api>
   void on_close_st(Api&, dataplane::CoreConn& c) noexcept {
-    if (c.svc.a >= kMaxScripts) return;
-    Script& s = scripts_[c.svc.a];
+    const ConnState& cs = c.svc.as<ConnState>();
+    if (cs.script >= kMaxScripts) return;
+    Script& s = scripts_[cs.script];
     if (s.result.state.load(std::memory_order_relaxed) != 0) return;
-    if (c.svc.b < s.steps.size() && c.svc.c != 0 && s.steps[c.svc.b].expect == Expect::kClose) {
+    if (cs.step < s.steps.size() && cs.waiting && s.steps[cs.step].expect == Expect::kClose) {
       s.result.steps_ok.fetch_add(1, std::memory_order_relaxed);
       s.result.state.store(3, std::memory_order_release);
       return;
     }
-    fail(s, "connection closed at step %llu", ull(c.svc.b + 1));
+    fail(s, "connection closed at step %llu", ull(cs.step + 1));
   }
 
   template <typename Api>
@@ -209,7 +214,9 @@ class ScriptClient {
 
  private:
   static unsigned long long ull(std::uint64_t v) { return static_cast<unsigned long long>(v); }
-  static unsigned long long step_no(const dataplane::CoreConn& c) { return ull(c.svc.b + 1); }
+  static unsigned long long step_no(const dataplane::CoreConn& c) {
+    return ull(c.svc.as<ConnState>().step + 1);
+  }
 
   template <typename... Args>
   void fail(Script& s, const char* fmt, Args... args) noexcept {
@@ -221,23 +228,24 @@ class ScriptClient {
   // Sends steps until one waits for an answer or the script ends.
   template <typename Api>
   void run_st(Api& api, dataplane::CoreConn& c) noexcept {
-    Script& s = scripts_[c.svc.a];
+    ConnState& cs = c.svc.as<ConnState>();
+    Script& s = scripts_[cs.script];
     while (s.result.state.load(std::memory_order_relaxed) == 0) {
-      if (c.svc.b == s.steps.size()) {
+      if (cs.step == s.steps.size()) {
         s.result.state.store(1, std::memory_order_release);
         return;
       }
-      const Step& st = s.steps[c.svc.b];
-      if (!send_step_st(api, c, st, c.svc.b + 1)) {
+      const Step& st = s.steps[cs.step];
+      if (!send_step_st(api, c, st, cs.step + 1)) {
         fail(s, "step %llu (%s): could not send", step_no(c), st.key.c_str());
         return;
       }
       if (st.expect != Expect::kNothing) {
-        c.svc.c = 1;
+        cs.waiting = true;
         return;
       }
       s.result.steps_ok.fetch_add(1, std::memory_order_relaxed);
-      ++c.svc.b;
+      ++cs.step;
     }
   }
 
@@ -612,8 +620,8 @@ TEST(ObjectService, RoundTripsEverySizeEveryByteVerified) {
 
   const auto& oc = gw->service(0).counters();
   const auto& sc = gw->engine().core(0).counters;
-  const auto get = static_cast<std::size_t>(dataplane::ObjectOpIndex::kGet);
-  const auto putx = static_cast<std::size_t>(dataplane::ObjectOpIndex::kPut);
+  const auto get = static_cast<std::size_t>(protocol::ObjectOp::kGet);
+  const auto putx = static_cast<std::size_t>(protocol::ObjectOp::kPut);
   std::printf(
       "object_service: gateway puts %llu gets %llu deletes %llu, bytes in %llu out %llu, read chunks %llu "
       "(%llu B), write chunks %llu (%llu B), echo %llu sink %llu\n",
@@ -638,7 +646,7 @@ TEST(ObjectService, RoundTripsEverySizeEveryByteVerified) {
   for (std::size_t i = 0; i < protocol::kObjectParseErrorCount; ++i) EXPECT_EQ(oc.parse_errors[i], 0u) << i;
   // Every answered PUT/GET/DELETE observed its latency once (inline GETs included).
   const auto& hist = gw->stats(0).request_duration;
-  for (std::size_t o = 0; o < dataplane::kObjectOpCount; ++o) {
+  for (std::size_t o = 0; o < protocol::kObjectOpCount; ++o) {
     std::uint64_t n = 0;
     for (const auto b : hist[o].buckets) n += b;
     EXPECT_EQ(n, oc.requests[o]) << "op " << o;
@@ -706,7 +714,7 @@ TEST(ObjectService, StatusesTooLargeNotFoundTooSmallBadRequestUnknownOpcode) {
   EXPECT_EQ(oc.parse_errors[static_cast<std::size_t>(PE::kEmptyPayload)], 1u);
   EXPECT_EQ(oc.parse_errors[static_cast<std::size_t>(PE::kWrongType)], 1u);
   EXPECT_EQ(oc.parse_errors[static_cast<std::size_t>(PE::kUnknownOpcode)], 1u);
-  const auto putx = static_cast<std::size_t>(dataplane::ObjectOpIndex::kPut);
+  const auto putx = static_cast<std::size_t>(protocol::ObjectOp::kPut);
   EXPECT_EQ(oc.statuses[putx][dataplane::object_status_slot(ObjectStatus::kTooLarge)], 1u);
   EXPECT_EQ(sc.read_chunks, 1u) << "only the 64 KiB PUT read anything; the too-large one was refused first";
   EXPECT_EQ(sc.write_chunks, 1u) << "the too-small GET wrote nothing";
@@ -744,7 +752,7 @@ TEST(ObjectService, NoSpaceWithASmallStore) {
   ASSERT_TRUE(wait_connections(*gw, *cs.engine, 0, std::chrono::seconds(30)));
   shut_down(*gw, cs);
   const auto& oc = gw->service(0).counters();
-  const auto putx = static_cast<std::size_t>(dataplane::ObjectOpIndex::kPut);
+  const auto putx = static_cast<std::size_t>(protocol::ObjectOp::kPut);
   EXPECT_EQ(oc.statuses[putx][dataplane::object_status_slot(ObjectStatus::kNoSpace)], 2u);
   EXPECT_EQ(gw->engine().core(0).counters.read_chunks, 2u);
   expect_store_released(*gw);

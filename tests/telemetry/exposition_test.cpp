@@ -13,6 +13,7 @@
 namespace rdmagate::telemetry {
 namespace {
 
+using protocol::ObjectOp;
 using test::find_sample;
 using test::parse_exposition;
 
@@ -98,8 +99,8 @@ TEST(Exposition, SmallRegistryParses) {
   b.add(message_stat(0, Direction::kTx), 3);
   b.add(Stat::kStoreBytes, 4096);
   a.add(connection_stat(1), 2);
-  a.observe_request_ns(StoreOp::kPut, 2000);
-  a.observe_request_ns(StoreOp::kPut, 100'000'000);
+  a.observe_request_ns(ObjectOp::kPut, 2000);
+  a.observe_request_ns(ObjectOp::kPut, 100'000'000);
 
   std::ostringstream os;
   prometheus::TextSerializer().Serialize(os, c->Collect());

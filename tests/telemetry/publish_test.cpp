@@ -19,6 +19,7 @@ namespace {
 
 using Labels = std::map<std::string, std::string>;
 using protocol::MessageType;
+using protocol::ObjectOp;
 
 constexpr std::uint64_t kTscHz = 1'000'000'000;
 
@@ -342,10 +343,6 @@ TEST(PublishStore, StatusNamesAreTheStoresOwn) {
   for (std::uint32_t s = 0; s < store::kStatusCount; ++s) {
     EXPECT_EQ(kStoreStatusNames[s], store::status_name(static_cast<store::Status>(s)));
   }
-  ASSERT_EQ(kStoreOpNames.size(), store::kOpCount);
-  for (std::uint32_t o = 0; o < store::kOpCount; ++o) {
-    EXPECT_EQ(kStoreOpNames[o], store::op_name(static_cast<store::Op>(o)));
-  }
 }
 
 TEST(PublishStore, GaugesAndOperations) {
@@ -357,7 +354,7 @@ TEST(PublishStore, GaugesAndOperations) {
   s.value_bytes = 654'321;
   s.used_bytes = 987'654;
   s.capacity_bytes = 1ull << 30;
-  for (std::uint32_t o = 0; o < store::kOpCount; ++o)
+  for (std::uint32_t o = 0; o < protocol::kObjectOpCount; ++o)
     for (std::uint32_t st = 0; st < store::kStatusCount; ++st) s.ops[o][st] = 1000 * (o + 1) + st;
   control::publish_store_stats(s, *ctl);
 
@@ -366,9 +363,9 @@ TEST(PublishStore, GaugesAndOperations) {
   EXPECT_EQ(value(e, "rdmagate_store_bytes", {}), 654'321);
   EXPECT_EQ(value(e, "rdmagate_store_allocated_bytes", {}), 987'654);
   EXPECT_EQ(value(e, "rdmagate_store_capacity_bytes", {}), as_double(1ull << 30));
-  for (std::uint32_t o = 0; o < store::kOpCount; ++o) {
+  for (std::uint32_t o = 0; o < protocol::kObjectOpCount; ++o) {
     for (std::uint32_t st = 0; st < store::kStatusCount; ++st) {
-      const Labels l{{"op", store::op_name(static_cast<store::Op>(o))},
+      const Labels l{{"op", std::string(protocol::object_op_name(static_cast<ObjectOp>(o)))},
                      {"status", store::status_name(static_cast<store::Status>(st))}};
       EXPECT_EQ(value(e, "rdmagate_store_operations_total", l), as_double(s.ops[o][st]))
           << l.at("op") << "/" << l.at("status");
@@ -377,7 +374,7 @@ TEST(PublishStore, GaugesAndOperations) {
   // The five store statuses, nothing else.
   unsigned series = 0;
   for (const auto& x : e.samples) series += x.name == "rdmagate_store_operations_total";
-  EXPECT_EQ(series, store::kOpCount * store::kStatusCount);
+  EXPECT_EQ(series, protocol::kObjectOpCount * store::kStatusCount);
 }
 
 // What ObjectService records on its core (CoreStats::observe_request_ns) comes out as one histogram family
@@ -388,9 +385,9 @@ TEST(RequestDuration, MergedOverCoresWithOpLabel) {
   auto b = std::make_unique<CoreStats>();
   ASSERT_TRUE(collector.register_core(0, *a));
   ASSERT_TRUE(collector.register_core(1, *b));
-  a->observe_request_ns(StoreOp::kGet, 3'000);  // le 4.096e-06
-  b->observe_request_ns(StoreOp::kGet, 900);    // le 1.024e-06
-  b->observe_request_ns(StoreOp::kDelete, 50'000);
+  a->observe_request_ns(ObjectOp::kGet, 3'000);  // le 4.096e-06
+  b->observe_request_ns(ObjectOp::kGet, 900);    // le 1.024e-06
+  b->observe_request_ns(ObjectOp::kDelete, 50'000);
   const auto e = scrape(collector);
   EXPECT_EQ(e.types.at("rdmagate_request_duration_seconds"), "histogram");
   EXPECT_EQ(value(e, "rdmagate_request_duration_seconds_count", {{"op", "get"}}), 2);

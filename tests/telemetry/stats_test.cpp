@@ -12,6 +12,8 @@
 namespace rdmagate::telemetry {
 namespace {
 
+using protocol::ObjectOp;
+
 TEST(LatencyHistogram, BucketBoundaries) {
   using H = LatencyHistogram;
   EXPECT_EQ(H::bucket_index(0), 0u);
@@ -111,10 +113,10 @@ TEST(StatsCollector, HistogramsMergeAcrossCores) {
   CoreStats a, b;
   ASSERT_TRUE(c.register_core(0, a));
   ASSERT_TRUE(c.register_core(1, b));
-  a.observe_request_ns(StoreOp::kGet, 1000);   // bucket 0
-  b.observe_request_ns(StoreOp::kGet, 1024);   // bucket 0
-  b.observe_request_ns(StoreOp::kGet, 3000);   // bucket 2 (le 4096 ns)
-  a.observe_request_ns(StoreOp::kPut, 5000);
+  a.observe_request_ns(ObjectOp::kGet, 1000);  // bucket 0
+  b.observe_request_ns(ObjectOp::kGet, 1024);  // bucket 0
+  b.observe_request_ns(ObjectOp::kGet, 3000);  // bucket 2 (le 4096 ns)
+  a.observe_request_ns(ObjectOp::kPut, 5000);
   const auto fams = c.Collect();
   const prometheus::MetricFamily* f = nullptr;
   for (const auto& x : fams)
@@ -152,7 +154,7 @@ TEST(StatsCollector, ConcurrentWritersWhileScraping) {
       for (std::uint64_t n = 0; n < kIters; ++n) {
         s.add(Stat::kPolls);
         s.add(bytes_stat(0, Direction::kTx), 1000);
-        s.observe_request_ns(StoreOp::kGet, (n % 64) * 1000);
+        s.observe_request_ns(ObjectOp::kGet, (n % 64) * 1000);
       }
       done.fetch_add(1);
     });

@@ -18,10 +18,10 @@
 
 #include "client/client.hpp"
 #include "control/engine.hpp"
-#include "dataplane/services.hpp"
 #include "dataplane/backend/backend_factory.hpp"
 #include "protocol/message.hpp"
 #include "protocol/object_wire.hpp"
+#include "tools/bench/echo_client_service.hpp"
 
 namespace rdmagate::bench {
 
@@ -467,7 +467,7 @@ inline void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
 // prefill: PUT every key once; run: the mode's load; cleanup: DELETE every key, so that the next size (or the
 // next run) starts from an empty key space instead of filling the store with the old size's values.
 enum class Phase : int { kPrefill = 0, kRun = 1, kCleanup = 2 };
-enum class Op : std::uint8_t { kPut = 0, kGet = 1, kDelete = 2 };
+using protocol::ObjectOp;
 
 struct KvRun;
 
@@ -478,7 +478,7 @@ struct Slot {
   std::uint64_t key = 0;
   std::uint64_t t0 = 0;
   std::uint32_t gen = 0;
-  Op op = Op::kPut;
+  ObjectOp op = ObjectOp::kPut;
   std::atomic<bool> parked{false};
   bool retry = false;  // the last submit was refused: the next issue repeats the same op on the same key
   char key_str[kKeyLength];
@@ -532,7 +532,7 @@ bool issue_st(Slot& s) noexcept {
     const std::uint64_t k = run.prefill_next.fetch_add(1, std::memory_order_relaxed);
     if (k >= run.keys) return false;
     s.key = k;
-    s.op = run.phase == Phase::kPrefill ? Op::kPut : Op::kDelete;
+    s.op = run.phase == Phase::kPrefill ? ObjectOp::kPut : ObjectOp::kDelete;
   } else {
     if (run.budgeted.load(std::memory_order_relaxed) &&
         run.budget.fetch_sub(1, std::memory_order_relaxed) <= 0) {
@@ -542,13 +542,13 @@ bool issue_st(Slot& s) noexcept {
     s.key = (x >> 16) % run.keys;
     switch (o.mode) {
       case Mode::kGet:
-        s.op = Op::kGet;
+        s.op = ObjectOp::kGet;
         break;
       case Mode::kMixed:
-        s.op = (x & 0xffff) < run.get_threshold ? Op::kGet : Op::kPut;
+        s.op = (x & 0xffff) < run.get_threshold ? ObjectOp::kGet : ObjectOp::kPut;
         break;
       default:
-        s.op = Op::kPut;
+        s.op = ObjectOp::kPut;
         break;
     }
   }
@@ -556,7 +556,7 @@ bool issue_st(Slot& s) noexcept {
   const std::string_view key(s.key_str, kKeyLength);
   const std::size_t n = static_cast<std::size_t>(run.size);
   client::Status st;
-  if (s.op == Op::kPut) {
+  if (s.op == ObjectOp::kPut) {
     // Without --verify the buffer keeps the pattern it got at setup: the bytes then name some other key,
     // which only matters to a reader that verifies.
     if (o.verify) {
@@ -565,7 +565,7 @@ bool issue_st(Slot& s) noexcept {
     }
     s.t0 = rte_rdtsc();
     st = run.cl->put_async(key, s.buf, n, on_done, &s);
-  } else if (s.op == Op::kGet) {
+  } else if (s.op == ObjectOp::kGet) {
     s.t0 = rte_rdtsc();
     st = run.cl->get_async(key, s.buf, n, on_done, &s);
   } else {
@@ -587,7 +587,7 @@ void on_done(void* arg, const client::Result& r) {
   KvRun& run = *s.run;
   const std::uint64_t now = rte_rdtsc();
   Lane& l = run.lane();
-  if (s.op == Op::kDelete) {
+  if (s.op == ObjectOp::kDelete) {
     if (r.status != client::Status::kOk && r.status != client::Status::kNotFound) {
       add(l.errors);
       const auto i = static_cast<std::size_t>(r.status);
@@ -596,7 +596,7 @@ void on_done(void* arg, const client::Result& r) {
   } else if (r.status == client::Status::kOk) {
     bool good = true;
     bool size_ok = true;
-    if (s.op == Op::kGet) {
+    if (s.op == ObjectOp::kGet) {
       good = size_ok = r.size == run.size;
       if (good && run.o->verify) {
         good = check_value(std::span<const std::byte>(s.buf, static_cast<std::size_t>(r.size)), s.key);
@@ -608,7 +608,7 @@ void on_done(void* arg, const client::Result& r) {
     }
     if (good) {
       add(l.ops);
-      add(l.bytes, s.op == Op::kGet ? r.size : run.size);
+      add(l.bytes, s.op == ObjectOp::kGet ? r.size : run.size);
       if (run.record.load(std::memory_order_relaxed)) l.hist.record(now - s.t0);
     } else {
       add(l.mismatches);

@@ -1,5 +1,6 @@
 // The embedded object store: a concurrent key/value store over caller-provided memory, shared by all
-// data-plane cores. No OS locks, no syscalls and no allocation after create(); builds without DPDK.
+// data-plane cores. No OS locks, no syscalls and no allocation after create(); builds without DPDK. The
+// object service reaches it through storage::CoreStorage (core(i)), where every op ends at once.
 //
 // Values are copy-on-write: a PUT fills a fresh block and publishes it by swapping the index slot, so a
 // published value is immutable until it is freed. A GET pins the block it found (a reference count); the
@@ -15,30 +16,16 @@
 #include <string>
 #include <string_view>
 
-#include "dataplane/store/block_allocator.hpp"
+#include "protocol/object_op.hpp"
+#include "services/storage/memory/block_allocator.hpp"
+#include "services/storage/storage.hpp"
 
 namespace rdmagate::store {
 
-enum class Status : uint8_t {
-  kOk = 0,
-  kNotFound = 1,    // GET or DELETE of a key that is not there
-  kTooLarge = 2,    // value above max_value
-  kNoSpace = 3,     // capacity, index or descriptors exhausted; nothing is ever evicted
-  kBadRequest = 4,  // key length outside 1..kMaxKey
-};
-constexpr uint32_t kStatusCount = 5;
-
-enum class Op : uint8_t {
-  kGet = 0,
-  kPut = 1,  // counted once per put() or reserve()+commit() (a failed reserve counts its status)
-  kDelete = 2,
-};
-constexpr uint32_t kOpCount = 3;
-
-const char* status_name(Status s);
-const char* op_name(Op o);
-
-constexpr uint32_t kMaxKey = 250;
+// The storage interface's statuses; the store never returns kPending.
+using storage::kStatusCount;
+using storage::Status;
+using storage::status_name;
 
 struct StoreConfig {
   uint64_t max_value = uint64_t{4} << 20;  // bytes; at most 2 GiB
@@ -68,7 +55,31 @@ struct StoreStats {
   uint64_t value_bytes = 0;      // sum of published value lengths
   uint64_t used_bytes = 0;       // charged capacity: class sizes + metadata, including pinned/reserved
   uint64_t capacity_bytes = 0;
-  uint64_t ops[kOpCount][kStatusCount] = {};
+  // By protocol::ObjectOp, then Status. A PUT counts once per put() or reserve() + commit() (a failed
+  // reserve counts its status).
+  uint64_t ops[protocol::kObjectOpCount][kStatusCount] = {};
+};
+
+class Store;
+
+// One core's handle on the store: the storage interface over the calls below with that core's stats row.
+class MemoryCoreStorage final : public storage::CoreStorage {
+ public:
+  storage::Status get(std::string_view key, std::uint64_t tag, storage::Lease* out) noexcept override;
+  storage::Status put(std::string_view key, std::span<const std::byte> value,
+                      std::uint64_t tag) noexcept override;
+  storage::Status remove(std::string_view key, std::uint64_t tag) noexcept override;
+  storage::Status reserve(std::string_view key, std::uint64_t size, std::uint64_t tag,
+                          storage::Lease* out) noexcept override;
+  storage::Status commit(storage::Lease* lease, std::uint64_t tag) noexcept override;
+  void abort(storage::Lease* lease) noexcept override;
+  void release(storage::Lease* lease) noexcept override;
+  storage::CompletionQueue* completions() noexcept override { return nullptr; }  // every op ends at once
+
+ private:
+  friend class Store;
+  Store* store_ = nullptr;
+  uint32_t core_ = 0;
 };
 
 class Store {
@@ -99,6 +110,9 @@ class Store {
   Status commit(uint32_t core, Reservation* r);
   void abort(Reservation* r);
 
+  // The handle for core index `index` (< max_cores); one thread per index at a time, as for the calls above.
+  storage::CoreStorage& core(uint32_t index) { return cores_[index]; }
+
   StoreStats stats() const;
   uint64_t max_value() const { return config_.max_value; }
   uint64_t capacity_bytes() const { return capacity_; }
@@ -114,8 +128,8 @@ class Store {
   struct CoreStats;
 
   Store() = default;
-  Status put_status(uint32_t core, Status s) { return count(core, Op::kPut, s); }
-  Status count(uint32_t core, Op op, Status s);
+  Status put_status(uint32_t core, Status s) { return count(core, protocol::ObjectOp::kPut, s); }
+  Status count(uint32_t core, protocol::ObjectOp op, Status s);
   void add_published(uint32_t core, int64_t objects, int64_t bytes);
   bool try_pin(uint32_t id);
   void release(uint32_t id);  // drops one reference; frees block and descriptor at zero
@@ -142,6 +156,7 @@ class Store {
   uint64_t bucket_mask_{0};
   CoreStats* core_stats_{nullptr};
   std::unique_ptr<std::byte[]> core_stats_storage_;
+  std::unique_ptr<MemoryCoreStorage[]> cores_;
   BlockAllocator allocator_;
   uint32_t max_order_{0};
   alignas(64) std::atomic<uint64_t> free_head_{0};  // tag << 32 | descriptor index (ABA-safe Treiber stack)

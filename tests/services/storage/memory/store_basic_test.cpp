@@ -5,12 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/store/store.hpp"
+#include "services/storage/memory/store.hpp"
 #include "store_test_util.hpp"
 
 namespace rdmagate::store {
 namespace {
 
+using protocol::ObjectOp;
 using test::as_span;
 using test::expect_empty;
 using test::make_store;
@@ -80,17 +81,16 @@ TEST(Store, PutGetDeleteAndEveryStatus) {
   EXPECT_EQ(s->get(1, "k", &got), Status::kNotFound);
 
   const StoreStats st = s->stats();
-  EXPECT_EQ(st.ops[uint32_t(Op::kPut)][uint32_t(Status::kOk)], 1u);
-  EXPECT_EQ(st.ops[uint32_t(Op::kPut)][uint32_t(Status::kTooLarge)], 1u);
-  EXPECT_EQ(st.ops[uint32_t(Op::kPut)][uint32_t(Status::kBadRequest)], 2u);
-  EXPECT_EQ(st.ops[uint32_t(Op::kGet)][uint32_t(Status::kOk)], 1u);
-  EXPECT_EQ(st.ops[uint32_t(Op::kGet)][uint32_t(Status::kNotFound)], 2u);
-  EXPECT_EQ(st.ops[uint32_t(Op::kGet)][uint32_t(Status::kBadRequest)], 2u);
-  EXPECT_EQ(st.ops[uint32_t(Op::kDelete)][uint32_t(Status::kOk)], 1u);
-  EXPECT_EQ(st.ops[uint32_t(Op::kDelete)][uint32_t(Status::kNotFound)], 1u);
-  EXPECT_EQ(st.ops[uint32_t(Op::kDelete)][uint32_t(Status::kBadRequest)], 2u);
+  EXPECT_EQ(st.ops[uint32_t(ObjectOp::kPut)][uint32_t(Status::kOk)], 1u);
+  EXPECT_EQ(st.ops[uint32_t(ObjectOp::kPut)][uint32_t(Status::kTooLarge)], 1u);
+  EXPECT_EQ(st.ops[uint32_t(ObjectOp::kPut)][uint32_t(Status::kBadRequest)], 2u);
+  EXPECT_EQ(st.ops[uint32_t(ObjectOp::kGet)][uint32_t(Status::kOk)], 1u);
+  EXPECT_EQ(st.ops[uint32_t(ObjectOp::kGet)][uint32_t(Status::kNotFound)], 2u);
+  EXPECT_EQ(st.ops[uint32_t(ObjectOp::kGet)][uint32_t(Status::kBadRequest)], 2u);
+  EXPECT_EQ(st.ops[uint32_t(ObjectOp::kDelete)][uint32_t(Status::kOk)], 1u);
+  EXPECT_EQ(st.ops[uint32_t(ObjectOp::kDelete)][uint32_t(Status::kNotFound)], 1u);
+  EXPECT_EQ(st.ops[uint32_t(ObjectOp::kDelete)][uint32_t(Status::kBadRequest)], 2u);
   EXPECT_STREQ(status_name(Status::kNoSpace), "no_space");
-  EXPECT_STREQ(op_name(Op::kDelete), "delete");
   expect_empty(*s);
 }
 
@@ -101,7 +101,7 @@ TEST(Store, NoSpaceStatusIsCounted) {
   auto s = make_store(r, c);
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->put(2, "k", as_span(pattern(1, 1))), Status::kNoSpace);
-  EXPECT_EQ(s->stats().ops[uint32_t(Op::kPut)][uint32_t(Status::kNoSpace)], 1u);
+  EXPECT_EQ(s->stats().ops[uint32_t(ObjectOp::kPut)][uint32_t(Status::kNoSpace)], 1u);
   expect_empty(*s);
 }
 

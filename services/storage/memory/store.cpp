@@ -1,9 +1,11 @@
-#include "dataplane/store/store.hpp"
+#include "services/storage/memory/store.hpp"
 
 #include <cstring>
 #include <new>
 
 namespace rdmagate::store {
+
+using protocol::ObjectOp;
 
 namespace {
 
@@ -71,7 +73,7 @@ struct alignas(64) Store::Descriptor {
   uint64_t charge = 0;
   uint8_t order = kNoOrder;
   uint8_t key_len = 0;
-  char key[kMaxKey] = {};
+  char key[protocol::kMaxKeyLength] = {};
 };
 
 struct alignas(64) Store::Bucket {
@@ -82,30 +84,10 @@ struct alignas(64) Store::Bucket {
 
 struct alignas(64) Store::CoreStats {
   // Written by one core only (plain load + store, no RMW); atomics so a scrape may read them.
-  std::atomic<uint64_t> ops[kOpCount][kStatusCount];
+  std::atomic<uint64_t> ops[protocol::kObjectOpCount][kStatusCount];
   std::atomic<int64_t> objects;
   std::atomic<int64_t> value_bytes;
 };
-
-const char* status_name(Status s) {
-  switch (s) {
-    case Status::kOk: return "ok";
-    case Status::kNotFound: return "not_found";
-    case Status::kTooLarge: return "too_large";
-    case Status::kNoSpace: return "no_space";
-    case Status::kBadRequest: return "bad_request";
-  }
-  return "unknown";
-}
-
-const char* op_name(Op o) {
-  switch (o) {
-    case Op::kGet: return "get";
-    case Op::kPut: return "put";
-    case Op::kDelete: return "delete";
-  }
-  return "unknown";
-}
 
 uint64_t Store::metadata_bytes(const StoreConfig& config, uint64_t region_bytes) {
   const uint64_t descriptors = (uint64_t{config.max_objects} + config.max_inflight) * sizeof(Descriptor);
@@ -178,6 +160,12 @@ std::unique_ptr<Store> Store::create(const StoreConfig& config, std::span<std::b
     st->objects.store(0, std::memory_order_relaxed);
     st->value_bytes.store(0, std::memory_order_relaxed);
   }
+  s->cores_.reset(new (std::nothrow) MemoryCoreStorage[config.max_cores]);
+  if (!s->cores_) return fail("store: out of memory");
+  for (uint32_t c = 0; c < config.max_cores; ++c) {
+    s->cores_[c].store_ = s.get();
+    s->cores_[c].core_ = c;
+  }
   return s;
 }
 
@@ -188,7 +176,7 @@ uint64_t Store::charge_for(uint64_t value_size) const {
   return block + sizeof(Descriptor);
 }
 
-Status Store::count(uint32_t core, Op op, Status s) {
+Status Store::count(uint32_t core, protocol::ObjectOp op, Status s) {
   auto& c = core_stats_[core].ops[static_cast<uint32_t>(op)][static_cast<uint32_t>(s)];
   c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return s;
@@ -286,14 +274,15 @@ Store::Found Store::lookup(std::string_view key, uint64_t hash) {
 }
 
 Status Store::get(uint32_t core, std::string_view key, PinnedValue* out) {
-  if (key.empty() || key.size() > kMaxKey) return count(core, Op::kGet, Status::kBadRequest);
+  if (key.empty() || key.size() > protocol::kMaxKeyLength)
+    return count(core, ObjectOp::kGet, Status::kBadRequest);
   const Found f = lookup(key, hash_key(key));
-  if (f.slot == nullptr) return count(core, Op::kGet, Status::kNotFound);
+  if (f.slot == nullptr) return count(core, ObjectOp::kGet, Status::kNotFound);
   const Descriptor& d = descriptors_[f.id];
   out->data = d.order == kNoOrder ? nullptr : allocator_.address(d.unit);
   out->size = d.value_len;
   out->token = f.id;
-  return count(core, Op::kGet, Status::kOk);
+  return count(core, ObjectOp::kGet, Status::kOk);
 }
 
 void Store::unpin(PinnedValue* v) {
@@ -303,7 +292,7 @@ void Store::unpin(PinnedValue* v) {
 }
 
 Status Store::reserve(uint32_t core, std::string_view key, uint64_t value_size, Reservation* out) {
-  if (key.empty() || key.size() > kMaxKey) return put_status(core, Status::kBadRequest);
+  if (key.empty() || key.size() > protocol::kMaxKeyLength) return put_status(core, Status::kBadRequest);
   if (value_size > config_.max_value) return put_status(core, Status::kTooLarge);
   const uint64_t charge = charge_for(value_size);
   // Charge first, with a CAS so the count never exceeds the capacity even for a moment (a scrape or a
@@ -405,14 +394,15 @@ Status Store::put(uint32_t core, std::string_view key, std::span<const std::byte
 }
 
 Status Store::remove(uint32_t core, std::string_view key) {
-  if (key.empty() || key.size() > kMaxKey) return count(core, Op::kDelete, Status::kBadRequest);
+  if (key.empty() || key.size() > protocol::kMaxKeyLength)
+    return count(core, ObjectOp::kDelete, Status::kBadRequest);
   const uint64_t hash = hash_key(key);
   Bucket* hb = &buckets_[hash & bucket_mask_];
   lock_bucket(hb);
   const Found f = lookup(key, hash);
   if (f.slot == nullptr) {
     unlock_bucket(hb);
-    return count(core, Op::kDelete, Status::kNotFound);
+    return count(core, ObjectOp::kDelete, Status::kNotFound);
   }
   const int64_t old_len = descriptors_[f.id].value_len;
   f.slot->store(0, std::memory_order_release);
@@ -420,7 +410,7 @@ Status Store::remove(uint32_t core, std::string_view key) {
   release(f.id);
   release(f.id);  // a reader's pin keeps the block alive past this point; the last unpin frees it
   add_published(core, -1, -old_len);
-  return count(core, Op::kDelete, Status::kOk);
+  return count(core, ObjectOp::kDelete, Status::kOk);
 }
 
 uint32_t Store::count_free_descriptors() const {
@@ -440,7 +430,7 @@ StoreStats Store::stats() const {
   int64_t bytes = 0;
   for (uint32_t c = 0; c < config_.max_cores; ++c) {
     const CoreStats& cs = core_stats_[c];
-    for (uint32_t o = 0; o < kOpCount; ++o)
+    for (uint32_t o = 0; o < protocol::kObjectOpCount; ++o)
       for (uint32_t st = 0; st < kStatusCount; ++st) s.ops[o][st] += cs.ops[o][st].load(std::memory_order_relaxed);
     objects += cs.objects.load(std::memory_order_relaxed);
     bytes += cs.value_bytes.load(std::memory_order_relaxed);
@@ -450,6 +440,50 @@ StoreStats Store::stats() const {
   s.used_bytes = used_.load(std::memory_order_relaxed);
   s.capacity_bytes = capacity_;
   return s;
+}
+
+// ---- the storage interface: each call is the store's own, ended at once -------------------------------
+
+storage::Status MemoryCoreStorage::get(std::string_view key, std::uint64_t, storage::Lease* out) noexcept {
+  PinnedValue v;
+  const Status st = store_->get(core_, key, &v);
+  if (st == Status::kOk) *out = storage::Lease{const_cast<std::byte*>(v.data), v.size, v.token};
+  return st;
+}
+
+storage::Status MemoryCoreStorage::put(std::string_view key, std::span<const std::byte> value,
+                                       std::uint64_t) noexcept {
+  return store_->put(core_, key, value);
+}
+
+storage::Status MemoryCoreStorage::remove(std::string_view key, std::uint64_t) noexcept {
+  return store_->remove(core_, key);
+}
+
+storage::Status MemoryCoreStorage::reserve(std::string_view key, std::uint64_t size, std::uint64_t,
+                                           storage::Lease* out) noexcept {
+  Reservation r;
+  const Status st = store_->reserve(core_, key, size, &r);
+  if (st == Status::kOk) *out = storage::Lease{r.data, r.size, r.token};
+  return st;
+}
+
+storage::Status MemoryCoreStorage::commit(storage::Lease* lease, std::uint64_t) noexcept {
+  Reservation r{lease->data, lease->size, lease->token};
+  *lease = storage::Lease{};
+  return store_->commit(core_, &r);
+}
+
+void MemoryCoreStorage::abort(storage::Lease* lease) noexcept {
+  Reservation r{lease->data, lease->size, lease->token};
+  *lease = storage::Lease{};
+  store_->abort(&r);
+}
+
+void MemoryCoreStorage::release(storage::Lease* lease) noexcept {
+  PinnedValue v{lease->data, lease->size, lease->token};
+  *lease = storage::Lease{};
+  store_->unpin(&v);
 }
 
 }  // namespace rdmagate::store

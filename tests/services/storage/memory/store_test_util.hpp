@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "dataplane/store/store.hpp"
+#include "services/storage/memory/store.hpp"
 
 namespace rdmagate::store {
 

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "dataplane/store/store.hpp"
+#include "services/storage/memory/store.hpp"
 #include "store_test_util.hpp"
 
 namespace rdmagate::store {

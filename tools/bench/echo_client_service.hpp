@@ -1,12 +1,9 @@
 #pragma once
-// Services a core dispatches received messages to, chosen at setup as CoreLoop's template parameter.
+// rdmagate-bench's echo and sink load (and the engine tests'): EchoClientService, an active CoreLoop service,
+// drives echo traffic on every adopted connection and verifies every byte of every answer: payload sizes
+// cycle min_payload..max_payload, a window of requests in flight.
 //
-//   EchoService        (passive) answers every inline request with the same payload, inline.
-//   SinkService        (passive) consumes one-way requests; credits come back on NOOPs at high water.
-//   EchoClientService  (active)  drives echo traffic on every adopted connection and verifies every byte
-//                      of every answer: payload sizes cycle 0..max_payload, a window of requests in flight.
-//
-// Services run on the core (every method _st) and never allocate, lock or make syscalls.
+// It runs on the core (every method _st) and never allocates, locks or makes syscalls.
 
 #include <array>
 #include <atomic>
@@ -18,82 +15,6 @@
 #include "protocol/message.hpp"
 
 namespace rdmagate::dataplane {
-
-// Bulk echo: a read chunk request makes the core RDMA-READ the requester's fragments into the connection's
-// bulk buffer (the stored length lives in CoreConn::svc.a); a write chunk request makes it RDMA-WRITE the
-// stored bytes back into the requester's fragments. Each answers with a completion carrying the byte count.
-struct EchoService {
-  std::uint64_t requests = 0;
-  std::uint64_t send_failures = 0;
-  std::uint64_t chunk_refusals = 0;
-
-  template <typename Api>
-  void on_chunk_request_st(Api& api, CoreConn& c, const ChunkRequest& r) noexcept {
-    using protocol::CompletionStatus;
-    if (r.type == protocol::MessageType::kReadChunkRequest) {
-      if (api.bulk_read_st(c, r)) return;  // answered in on_bulk_read_done_st
-      ++chunk_refusals;
-      complete_st(api, c, r, CompletionStatus::kNoResources, 0);
-      return;
-    }
-    const std::uint32_t stored = static_cast<std::uint32_t>(c.svc.a);
-    if (r.chunk.total_length() < stored) {
-      ++chunk_refusals;
-      complete_st(api, c, r, CompletionStatus::kChunkTooSmall, stored);  // the size needed
-      return;
-    }
-    if (!api.bulk_write_st(c, r, stored)) {
-      ++chunk_refusals;
-      complete_st(api, c, r, CompletionStatus::kNoResources, 0);
-      return;
-    }
-    complete_st(api, c, r, CompletionStatus::kOk, stored);
-  }
-
-  template <typename Api>
-  void on_bulk_read_done_st(Api& api, CoreConn& c, const BulkOp& op) noexcept {
-    c.svc.a = op.bytes;
-    complete_st(api, c, op.req, protocol::CompletionStatus::kOk, op.bytes);
-  }
-
-  template <typename Api>
-  void complete_st(Api& api, CoreConn& c, const ChunkRequest& r, protocol::CompletionStatus st,
-                   std::uint32_t bytes) noexcept {
-    if (!api.send_st(c, protocol::MessageType::kCompletion, r.opcode, r.cookie, {},
-                     static_cast<std::uint32_t>(st), bytes)) {
-      ++send_failures;
-    }
-  }
-
-  template <typename Api>
-  void on_adopt_st(Api&, CoreConn&) noexcept {}
-  template <typename Api>
-  void on_request_st(Api& api, CoreConn& c, const protocol::Message& m) noexcept {
-    ++requests;
-    if (!api.send_st(c, protocol::MessageType::kInlineResponse, m.opcode, m.cookie, m.payload)) ++send_failures;
-  }
-  template <typename Api>
-  void on_response_st(Api&, CoreConn&, const protocol::Message&) noexcept {}
-  template <typename Api>
-  void on_close_st(Api&, CoreConn&) noexcept {}
-};
-
-struct SinkService {
-  std::uint64_t requests = 0;
-  std::uint64_t bytes = 0;
-
-  template <typename Api>
-  void on_adopt_st(Api&, CoreConn&) noexcept {}
-  template <typename Api>
-  void on_request_st(Api&, CoreConn&, const protocol::Message& m) noexcept {
-    ++requests;
-    bytes += m.payload.size();
-  }
-  template <typename Api>
-  void on_response_st(Api&, CoreConn&, const protocol::Message&) noexcept {}
-  template <typename Api>
-  void on_close_st(Api&, CoreConn&) noexcept {}
-};
 
 // The byte `j` of the payload of request `cookie`: every byte verifiable, different per request.
 constexpr std::uint8_t echo_pattern(std::uint64_t cookie, std::uint32_t j) noexcept {
@@ -131,12 +52,17 @@ class EchoClientService {
   EchoClientService(const EchoClientConfig& cfg, EchoClientResults& results) noexcept
       : cfg_(cfg), res_(results) {}
 
-  // Per-connection state lives in CoreConn::svc: a = sent, b = answered, c = verified, d = start tsc,
-  // e = refused (a refusal also stops new requests on the connection).
+  struct ConnState {
+    std::uint64_t sent = 0;
+    std::uint64_t answered = 0;
+    std::uint64_t verified = 0;
+    std::uint64_t start_tsc = 0;  // 0 once the connection finished
+    std::uint64_t refused = 0;    // a refusal also stops new requests on the connection
+  };
+
   template <typename Api>
   void on_adopt_st(Api& api, CoreConn& c) noexcept {
-    c.svc = ServiceConnState{};
-    c.svc.d = api.now_tsc_st();
+    c.svc.reset<ConnState>().start_tsc = api.now_tsc_st();
     fill_st(api, c);
   }
 
@@ -147,12 +73,13 @@ class EchoClientService {
 
   template <typename Api>
   void on_response_st(Api& api, CoreConn& c, const protocol::Message& m) noexcept {
-    ++c.svc.b;
+    ConnState& s = c.svc.as<ConnState>();
+    ++s.answered;
     const std::uint64_t cookie = m.cookie;
     if (m.type == protocol::MessageType::kCompletion &&
         m.status == static_cast<std::uint32_t>(protocol::CompletionStatus::kNoResources) && cookie != 0 &&
-        cookie <= c.svc.a) {
-      ++c.svc.e;  // the responder is quiescing: it answered without starting the request
+        cookie <= s.sent) {
+      ++s.refused;  // the responder is quiescing: it answered without starting the request
       finish_if_done_st(api, c);
       return;
     }
@@ -162,10 +89,10 @@ class EchoClientService {
     }
     const std::uint32_t want = size_for(cookie);
     bool ok = m.type == protocol::MessageType::kInlineResponse && m.opcode == cfg_.opcode &&
-              m.payload.size() == want && cookie != 0 && cookie <= c.svc.a;
+              m.payload.size() == want && cookie != 0 && cookie <= s.sent;
     for (std::uint32_t j = 0; ok && j < want; ++j) ok = m.payload[j] == echo_pattern(cookie, j);
     if (ok) {
-      ++c.svc.c;
+      ++s.verified;
     } else {
       res_.mismatches.fetch_add(1, std::memory_order_relaxed);
     }
@@ -175,17 +102,20 @@ class EchoClientService {
 
   template <typename Api>
   void on_close_st(Api&, CoreConn& c) noexcept {
-    const std::uint64_t sent = c.svc.a;
-    const std::uint64_t answered = cfg_.one_way ? sent : c.svc.b;
-    res_.closed_sent.fetch_add(sent, std::memory_order_relaxed);
+    const ConnState& s = c.svc.as<ConnState>();
+    const std::uint64_t answered = cfg_.one_way ? s.sent : s.answered;
+    res_.closed_sent.fetch_add(s.sent, std::memory_order_relaxed);
     res_.closed_answered.fetch_add(answered, std::memory_order_relaxed);
-    res_.closed_refused.fetch_add(c.svc.e, std::memory_order_relaxed);
-    res_.closed_lost.fetch_add(sent - answered, std::memory_order_relaxed);
-    c.svc = ServiceConnState{};
+    res_.closed_refused.fetch_add(s.refused, std::memory_order_relaxed);
+    res_.closed_lost.fetch_add(s.sent - answered, std::memory_order_relaxed);
+    c.svc.reset<ConnState>();
   }
 
   // Requests of ours without an answer yet (the core's quiesce waits for none).
-  std::uint64_t pending_st(const CoreConn& c) const noexcept { return cfg_.one_way ? 0 : c.svc.a - c.svc.b; }
+  std::uint64_t pending_st(const CoreConn& c) const noexcept {
+    const ConnState& s = c.svc.as<ConnState>();
+    return cfg_.one_way ? 0 : s.sent - s.answered;
+  }
 
   // The core calls this when descriptors or credits came back (send completions, NOOPs): sink mode keeps
   // sending as they free up.
@@ -197,20 +127,21 @@ class EchoClientService {
   // Sends requests while the window, the descriptors and the total allow.
   template <typename Api>
   void fill_st(Api& api, CoreConn& c) noexcept {
-    if (c.svc.e != 0 || api.quiescing_st()) return;  // refused by a quiescing peer, or quiescing ourselves
-    while (c.svc.a < cfg_.messages_per_conn && c.svc.a - c.svc.b < cfg_.window &&
+    ConnState& s = c.svc.as<ConnState>();
+    if (s.refused != 0 || api.quiescing_st()) return;  // refused by a quiescing peer, or quiescing ourselves
+    while (s.sent < cfg_.messages_per_conn && s.sent - s.answered < cfg_.window &&
            api.tx_available_st(c) > 2) {
-      const std::uint64_t cookie = ++c.svc.a;
+      const std::uint64_t cookie = ++s.sent;
       const std::uint32_t n = size_for(cookie);
       for (std::uint32_t j = 0; j < n; ++j) scratch_[j] = echo_pattern(cookie, j);
       if (cfg_.measure_latency) sent_tsc_[cookie % kTscSlots] = api.now_tsc_st();
       if (!api.send_st(c, protocol::MessageType::kInlineRequest, cfg_.opcode, cookie,
                        std::span<const std::uint8_t>(scratch_, n))) {
-        --c.svc.a;
+        --s.sent;
         ++send_failures_;
         return;
       }
-      if (cfg_.one_way) ++c.svc.b;
+      if (cfg_.one_way) ++s.answered;
     }
     if (cfg_.one_way) finish_if_done_st(api, c);
   }
@@ -242,10 +173,11 @@ class EchoClientService {
 
   template <typename Api>
   void finish_if_done_st(Api& api, CoreConn& c) noexcept {
-    if (c.svc.b == cfg_.messages_per_conn && c.svc.d != 0) {
-      res_.verified.fetch_add(c.svc.c, std::memory_order_relaxed);
-      res_.sum_rtt_tsc.fetch_add(api.now_tsc_st() - c.svc.d, std::memory_order_relaxed);
-      c.svc.d = 0;
+    ConnState& s = c.svc.as<ConnState>();
+    if (s.answered == cfg_.messages_per_conn && s.start_tsc != 0) {
+      res_.verified.fetch_add(s.verified, std::memory_order_relaxed);
+      res_.sum_rtt_tsc.fetch_add(api.now_tsc_st() - s.start_tsc, std::memory_order_relaxed);
+      s.start_tsc = 0;
       res_.connections_done.fetch_add(1, std::memory_order_release);
     }
   }

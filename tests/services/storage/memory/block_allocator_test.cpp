@@ -1,4 +1,4 @@
-#include "dataplane/store/block_allocator.hpp"
+#include "services/storage/memory/block_allocator.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,592 @@
+// Host unit tests of the object service over the storage interface, driven through a fake core (no CQ, QP
+// or EAL): ops that end at once (the memory store) and ops that end later on another thread
+// (ThreadedStorage below), inline and by chunk, transfers waiting for the bulk engine, completions that
+// arrive after their connection closed, and every pin and reservation given back at the end.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dataplane/core_conn.hpp"
+#include "protocol/object_wire.hpp"
+#include "services/object/object_service.hpp"
+#include "services/storage/completion_queue.hpp"
+#include "services/storage/memory/store.hpp"
+#include "services/storage/storage.hpp"
+#include "tests/services/storage/memory/store_test_util.hpp"
+
+namespace rdmagate::dataplane {
+namespace {
+
+using protocol::MessageType;
+using protocol::ObjectOpcode;
+using protocol::ObjectStatus;
+using storage::Status;
+
+constexpr std::uint32_t kMaxMessage = 1024;  // inline GETs answer values up to kMaxMessage - 40 bytes
+
+// A backend whose every op ends later, on its own thread, over a real store (so pins and reservations are
+// real and the store's accounting proves they were all given back). Jobs run in submission order; while
+// held, they wait. abort and release end at once, on the caller's thread, as the interface requires.
+class ThreadedStorage final : public storage::CoreStorage {
+ public:
+  explicit ThreadedStorage(store::Store& s, std::uint32_t queue_capacity = 64)
+      : caller_(s.core(0)), worker_side_(s.core(1)) {
+    std::string error;
+    cq_ = storage::CompletionQueue::create(queue_capacity, &error);
+    EXPECT_NE(cq_, nullptr) << error;
+    worker_ = std::thread([this] { run(); });
+  }
+  ~ThreadedStorage() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+      held_ = false;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+
+  // While held, submitted jobs wait (so a test can close a connection before they end).
+  void hold(bool on) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      held_ = on;
+    }
+    cv_.notify_all();
+  }
+  // Jobs submitted and not yet completed.
+  std::size_t in_flight() {
+    std::lock_guard<std::mutex> l(mu_);
+    return jobs_.size() + running_;
+  }
+  storage::CompletionQueue& queue() { return *cq_; }
+
+  Status get(std::string_view key, std::uint64_t tag, storage::Lease*) noexcept override {
+    return submit(Job{Kind::kGet, std::string(key), {}, 0, {}, tag});
+  }
+  Status put(std::string_view key, std::span<const std::byte> value, std::uint64_t tag) noexcept override {
+    return submit(
+        Job{Kind::kPut, std::string(key), std::vector<std::byte>(value.begin(), value.end()), 0, {}, tag});
+  }
+  Status remove(std::string_view key, std::uint64_t tag) noexcept override {
+    return submit(Job{Kind::kRemove, std::string(key), {}, 0, {}, tag});
+  }
+  Status reserve(std::string_view key, std::uint64_t size, std::uint64_t tag,
+                 storage::Lease*) noexcept override {
+    return submit(Job{Kind::kReserve, std::string(key), {}, size, {}, tag});
+  }
+  Status commit(storage::Lease* lease, std::uint64_t tag) noexcept override {
+    const storage::Lease l = *lease;
+    *lease = storage::Lease{};
+    return submit(Job{Kind::kCommit, {}, {}, 0, l, tag});
+  }
+  void abort(storage::Lease* lease) noexcept override { caller_.abort(lease); }
+  void release(storage::Lease* lease) noexcept override { caller_.release(lease); }
+  storage::CompletionQueue* completions() noexcept override { return cq_.get(); }
+
+ private:
+  enum class Kind { kGet, kPut, kRemove, kReserve, kCommit };
+  struct Job {
+    Kind kind;
+    std::string key;
+    std::vector<std::byte> value;
+    std::uint64_t size;
+    storage::Lease lease;
+    std::uint64_t tag;
+  };
+
+  Status submit(Job j) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      jobs_.push_back(std::move(j));
+    }
+    cv_.notify_all();
+    return Status::kPending;
+  }
+
+  void run() {
+    std::unique_lock<std::mutex> l(mu_);
+    for (;;) {
+      cv_.wait(l, [this] { return stop_ || (!held_ && !jobs_.empty()); });
+      if (jobs_.empty()) return;  // stopping
+      Job j = std::move(jobs_.front());
+      jobs_.pop_front();
+      ++running_;
+      l.unlock();
+      storage::Completion done;
+      done.tag = j.tag;
+      switch (j.kind) {
+        case Kind::kGet:
+          done.status = worker_side_.get(j.key, j.tag, &done.lease);
+          break;
+        case Kind::kPut:
+          done.status = worker_side_.put(j.key, j.value, j.tag);
+          break;
+        case Kind::kRemove:
+          done.status = worker_side_.remove(j.key, j.tag);
+          break;
+        case Kind::kReserve:
+          done.status = worker_side_.reserve(j.key, j.size, j.tag, &done.lease);
+          break;
+        case Kind::kCommit:
+          done.status = worker_side_.commit(&j.lease, j.tag);
+          break;
+      }
+      EXPECT_TRUE(cq_->push(done)) << "the service started more ops than the queue holds";
+      l.lock();
+      --running_;
+    }
+  }
+
+  storage::CoreStorage& caller_;       // store row 0: the core's thread (abort, release)
+  storage::CoreStorage& worker_side_;  // store row 1: the worker thread
+  std::unique_ptr<storage::CompletionQueue> cq_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;
+  std::size_t running_ = 0;
+  bool held_ = false;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+// What the service sees of the core loop, with the core's rules for sends and bulk transfers; the test
+// plays the NIC (finish_read / finish_write) and the core's teardown (close).
+struct FakeCore {
+  struct Sent {
+    MessageType type;
+    std::uint16_t opcode;
+    std::uint64_t cookie;
+    std::vector<std::uint8_t> payload;
+    std::uint32_t status;
+    std::uint32_t bytes;
+  };
+  std::vector<Sent> sent;
+  std::uint64_t now = 1000;
+
+  bool quiescing_st() const { return false; }
+  std::uint64_t now_tsc_st() const { return now; }
+  std::uint64_t tsc_hz() const { return 1'000'000'000; }
+  bool send_st(CoreConn& c, MessageType t, std::uint16_t op, std::uint64_t cookie,
+               std::span<const std::uint8_t> p, std::uint32_t status = 0, std::uint32_t bytes = 0) {
+    if (c.state != CoreConnState::kOwned) return false;
+    sent.push_back(Sent{t, op, cookie, std::vector<std::uint8_t>(p.begin(), p.end()), status, bytes});
+    return true;
+  }
+  bool bulk_read_st(CoreConn& c, const ChunkRequest& req, std::uint8_t* dst, std::uint32_t) {
+    if (c.state != CoreConnState::kOwned || c.bulk_op.state != BulkState::kIdle) return false;
+    start(c, BulkState::kReading, req, dst, static_cast<std::uint32_t>(req.chunk.total_length()));
+    return true;
+  }
+  bool bulk_write_st(CoreConn& c, const ChunkRequest& req, const std::uint8_t* src, std::uint32_t,
+                     std::uint32_t len) {
+    if (c.state != CoreConnState::kOwned || c.bulk_op.state != BulkState::kIdle ||
+        req.chunk.total_length() < len) {
+      return false;
+    }
+    start(c, BulkState::kWriting, req, const_cast<std::uint8_t*>(src), len);
+    return true;
+  }
+
+  // The NIC's READ of the requester's value landed (ok) or failed; the core ends the op like end_bulk_st.
+  void finish_read(ObjectService& svc, CoreConn& c, std::span<const std::byte> value, bool ok = true) {
+    BulkOp& op = c.bulk_op;
+    ASSERT_EQ(op.state, BulkState::kReading);
+    if (ok) std::memcpy(op.local, value.data(), value.size());
+    op.state = BulkState::kIdle;
+    if (ok && c.state == CoreConnState::kOwned) {
+      svc.on_bulk_read_done_st(*this, c, op);
+    } else {
+      op.failed = true;
+      svc.on_bulk_read_failed_st(*this, c, op);
+    }
+  }
+  // The NIC's last WRITE completed; returns what it wrote into the requester's memory.
+  std::vector<std::byte> finish_write(ObjectService& svc, CoreConn& c, bool failed = false) {
+    BulkOp& op = c.bulk_op;
+    EXPECT_EQ(op.state, BulkState::kWriting);
+    std::vector<std::byte> written(reinterpret_cast<const std::byte*>(op.local),
+                                   reinterpret_cast<const std::byte*>(op.local) + op.bytes);
+    op.state = BulkState::kIdle;
+    op.failed = failed;
+    svc.on_bulk_write_done_st(*this, c, op);
+    return written;
+  }
+  // CLOSE: the service's on_close_st, then the transfer in flight ends failed (read-failed or write-done),
+  // as the core does before it answers CLOSED.
+  void close(ObjectService& svc, CoreConn& c) {
+    svc.on_close_st(*this, c);
+    c.state = CoreConnState::kDraining;
+    BulkOp& op = c.bulk_op;
+    if (op.state == BulkState::kReading) {
+      op.state = BulkState::kIdle;
+      op.failed = true;
+      svc.on_bulk_read_failed_st(*this, c, op);
+    } else if (op.state == BulkState::kWriting) {
+      op.state = BulkState::kIdle;
+      op.failed = true;
+      svc.on_bulk_write_done_st(*this, c, op);
+    }
+  }
+
+ private:
+  static void start(CoreConn& c, BulkState s, const ChunkRequest& req, std::uint8_t* local, std::uint32_t n) {
+    BulkOp& op = c.bulk_op;
+    op.state = s;
+    op.req = req;
+    op.bytes = n;
+    op.local = local;
+    op.failed = false;
+  }
+};
+
+std::vector<std::uint8_t> key_payload(const std::string& key, std::span<const std::byte> value = {}) {
+  std::vector<std::uint8_t> out(protocol::object_payload_size(key.size(), value.size()));
+  const auto v =
+      std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(value.data()), value.size());
+  EXPECT_EQ(protocol::encode_object_payload(key, v, out), out.size());
+  return out;
+}
+
+std::uint16_t opcode(protocol::ObjectOp op) {
+  return static_cast<std::uint16_t>(protocol::object_opcode(op));
+}
+
+// A chunk whose fragments name nothing real: the fake NIC never dereferences them.
+ChunkRequest chunk_request(MessageType type, protocol::ObjectOp op, std::uint64_t cookie,
+                           const std::string& key, std::uint32_t len) {
+  ChunkRequest r;
+  r.type = type;
+  r.opcode = opcode(op);
+  r.cookie = cookie;
+  r.chunk.count = 2;
+  r.chunk.fragments[0] = protocol::Fragment{0x1000, len / 2, 7};
+  r.chunk.fragments[1] = protocol::Fragment{0x9000, len - len / 2, 7};
+  const auto p = key_payload(key);
+  r.payload_len = static_cast<std::uint32_t>(p.size());
+  std::memcpy(r.payload_buf.data(), p.data(), p.size());
+  return r;
+}
+
+class ObjectServiceTest : public ::testing::Test {
+ protected:
+  ObjectServiceTest() : region_(8u << 20) {
+    store::StoreConfig sc;
+    sc.max_value = 1u << 20;
+    sc.max_objects = 256;
+    sc.max_inflight = 64;
+    sc.max_cores = 2;
+    store_ = store::test::make_store(region_, sc);
+  }
+
+  // A service over `s` and one adopted connection.
+  void start(storage::CoreStorage& s, std::uint32_t max_requests = 1024) {
+    ObjectServiceConfig cfg;
+    cfg.storage = &s;
+    cfg.max_requests = max_requests;
+    svc_ = std::make_unique<ObjectService>(cfg);
+    conn_ = std::make_unique<CoreConn>();
+    conn_->state = CoreConnState::kOwned;
+    conn_->session.params.max_message_size = kMaxMessage;
+    svc_->on_adopt_st(api_, *conn_);
+  }
+
+  void inline_request(protocol::ObjectOp op, std::uint64_t cookie, const std::string& key,
+                      std::span<const std::byte> value = {}) {
+    const auto p = key_payload(key, value);
+    protocol::Message m;
+    m.type = MessageType::kInlineRequest;
+    m.opcode = opcode(op);
+    m.cookie = cookie;
+    m.payload = p;
+    svc_->on_request_st(api_, *conn_, m);
+  }
+  void chunk(MessageType type, protocol::ObjectOp op, std::uint64_t cookie, const std::string& key,
+             std::uint32_t len) {
+    svc_->on_chunk_request_st(api_, *conn_, chunk_request(type, op, cookie, key, len));
+  }
+
+  // Polls the service as the core would until no storage op is pending (the worker ends them).
+  void drain() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (svc_->pending_storage_ops() != 0) {
+      svc_->on_poll_st(api_);
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "completions never came";
+      std::this_thread::yield();
+    }
+  }
+
+  const FakeCore::Sent& last() { return api_.sent.back(); }
+  void expect_completion(std::uint64_t cookie, ObjectStatus st, std::uint32_t bytes) {
+    ASSERT_FALSE(api_.sent.empty());
+    EXPECT_EQ(last().type, MessageType::kCompletion);
+    EXPECT_EQ(last().cookie, cookie);
+    EXPECT_EQ(last().status, static_cast<std::uint32_t>(st)) << protocol::object_status_name(last().status);
+    EXPECT_EQ(last().bytes, bytes);
+  }
+
+  store::test::Region region_;
+  std::unique_ptr<store::Store> store_;
+  FakeCore api_;
+  std::unique_ptr<ObjectService> svc_;
+  std::unique_ptr<CoreConn> conn_;
+};
+
+// The memory store through the interface: every op ends inside the call, nothing is ever pending and the
+// poll hook stays idle.
+TEST_F(ObjectServiceTest, MemoryStoreEndsEveryOpAtOnce) {
+  start(store_->core(0));
+  const auto v = store::test::pattern(300, 1);
+  inline_request(protocol::ObjectOp::kPut, 1, "a", v);
+  expect_completion(1, ObjectStatus::kOk, 300);
+  inline_request(protocol::ObjectOp::kGet, 2, "a");
+  ASSERT_EQ(last().type, MessageType::kInlineResponse);
+  EXPECT_EQ(std::memcmp(last().payload.data(), v.data(), v.size()), 0);
+
+  const auto big = store::test::pattern(5000, 2);
+  chunk(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 3, "b", 5000);
+  api_.finish_read(*svc_, *conn_, big);
+  expect_completion(3, ObjectStatus::kOk, 5000);
+  chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 4, "b", 8000);
+  expect_completion(4, ObjectStatus::kOk, 5000);
+  EXPECT_EQ(api_.finish_write(*svc_, *conn_), big);
+
+  inline_request(protocol::ObjectOp::kDelete, 5, "a");
+  expect_completion(5, ObjectStatus::kOk, 0);
+  inline_request(protocol::ObjectOp::kDelete, 6, "b");
+  expect_completion(6, ObjectStatus::kOk, 0);
+  EXPECT_FALSE(svc_->on_poll_st(api_));
+  EXPECT_EQ(svc_->counters().storage_pending, 0u);
+  EXPECT_EQ(svc_->open_requests(), 0u);
+  store::test::expect_empty(*store_);
+}
+
+TEST_F(ObjectServiceTest, InlinePutGetDeleteEndLater) {
+  ThreadedStorage ts(*store_);
+  start(ts);
+  const auto v = store::test::pattern(700, 3);
+  inline_request(protocol::ObjectOp::kPut, 1, "key", v);
+  EXPECT_TRUE(api_.sent.empty()) << "answered only when the storage op ends";
+  EXPECT_EQ(svc_->pending_st(*conn_), 1u);
+  drain();
+  expect_completion(1, ObjectStatus::kOk, 700);
+
+  inline_request(protocol::ObjectOp::kGet, 2, "key");
+  drain();
+  ASSERT_EQ(last().type, MessageType::kInlineResponse);
+  EXPECT_EQ(last().cookie, 2u);
+  ASSERT_EQ(last().payload.size(), v.size());
+  EXPECT_EQ(std::memcmp(last().payload.data(), v.data(), v.size()), 0);
+
+  const auto too_big = store::test::pattern(kMaxMessage, 4);  // above the inline limit
+  inline_request(protocol::ObjectOp::kPut, 3, "big", too_big);
+  drain();
+  inline_request(protocol::ObjectOp::kGet, 4, "big");
+  drain();
+  expect_completion(4, ObjectStatus::kTooSmall, kMaxMessage);
+
+  inline_request(protocol::ObjectOp::kDelete, 5, "key");
+  inline_request(protocol::ObjectOp::kDelete, 6, "big");
+  drain();
+  inline_request(protocol::ObjectOp::kGet, 7, "key");
+  drain();
+  expect_completion(7, ObjectStatus::kNotFound, 0);
+  EXPECT_EQ(svc_->counters().storage_pending, 7u);
+  EXPECT_EQ(svc_->open_requests(), 0u);
+  EXPECT_EQ(svc_->pending_st(*conn_), 0u);
+  store::test::expect_empty(*store_);
+}
+
+// PUT by read chunk: the reservation ends later, the READ fills it, the commit ends later; GET by write
+// chunk: the pin ends later, the WRITE moves exactly the value, the pin goes when the WRITE is done.
+TEST_F(ObjectServiceTest, ChunkPutAndGetEndLater) {
+  ThreadedStorage ts(*store_);
+  start(ts);
+  const auto v = store::test::pattern(100'000, 5);
+  chunk(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 1, "obj", 100'000);
+  drain();  // the reservation
+  ASSERT_EQ(conn_->bulk_op.state, BulkState::kReading);
+  EXPECT_TRUE(api_.sent.empty());
+  api_.finish_read(*svc_, *conn_, v);
+  EXPECT_EQ(svc_->pending_storage_ops(), 1u) << "the commit pends";
+  drain();
+  expect_completion(1, ObjectStatus::kOk, 100'000);
+
+  chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 2, "obj", 200'000);
+  drain();
+  expect_completion(2, ObjectStatus::kOk, 100'000);  // sent behind the WRITEs
+  EXPECT_EQ(svc_->pending_st(*conn_), 1u) << "the transfer holds the pin";
+  EXPECT_EQ(api_.finish_write(*svc_, *conn_), v);
+  EXPECT_EQ(svc_->pending_st(*conn_), 0u);
+
+  chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 3, "obj", 1000);
+  drain();
+  expect_completion(3, ObjectStatus::kTooSmall, 100'000);
+  chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 4, "none", 1000);
+  drain();
+  expect_completion(4, ObjectStatus::kNotFound, 0);
+  chunk(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 5, "huge", 2u << 20);
+  drain();
+  expect_completion(5, ObjectStatus::kTooLarge, 0);
+
+  inline_request(protocol::ObjectOp::kDelete, 6, "obj");
+  drain();
+  EXPECT_EQ(svc_->open_requests(), 0u);
+  store::test::expect_empty(*store_);
+}
+
+TEST_F(ObjectServiceTest, AFailedReadAbortsTheReservation) {
+  ThreadedStorage ts(*store_);
+  start(ts);
+  chunk(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 1, "obj", 4096);
+  drain();
+  api_.finish_read(*svc_, *conn_, {}, false);
+  expect_completion(1, ObjectStatus::kBulkFailed, 0);
+  EXPECT_EQ(svc_->counters().bulk_failures, 1u);
+  EXPECT_EQ(svc_->open_requests(), 0u);
+  store::test::expect_empty(*store_);
+}
+
+// Transfers whose storage op ends while another runs wait, in completion order, and start from the bulk hook
+// that ends the running one.
+TEST_F(ObjectServiceTest, TransfersWaitForTheBulkEngineInOrder) {
+  ThreadedStorage ts(*store_);
+  start(ts);
+  const auto a = store::test::pattern(3000, 6);
+  const auto b = store::test::pattern(5000, 7);
+  ASSERT_EQ(store_->put(0, "a", store::test::as_span(a)), store::Status::kOk);
+  ASSERT_EQ(store_->put(0, "b", store::test::as_span(b)), store::Status::kOk);
+  chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 1, "a", 8192);
+  chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 2, "b", 8192);
+  chunk(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 3, "c", 4000);
+  drain();
+  EXPECT_EQ(svc_->counters().parked, 2u);
+  EXPECT_EQ(svc_->pending_st(*conn_), 3u);
+  expect_completion(1, ObjectStatus::kOk, 3000);
+  EXPECT_EQ(api_.finish_write(*svc_, *conn_), a);  // the hook starts "b"
+  expect_completion(2, ObjectStatus::kOk, 5000);
+  EXPECT_EQ(api_.finish_write(*svc_, *conn_), b);  // the hook starts the READ of "c"
+  ASSERT_EQ(conn_->bulk_op.state, BulkState::kReading);
+  const auto c = store::test::pattern(4000, 8);
+  api_.finish_read(*svc_, *conn_, c);
+  drain();
+  expect_completion(3, ObjectStatus::kOk, 4000);
+  EXPECT_EQ(svc_->pending_st(*conn_), 0u);
+  for (const char* k : {"a", "b", "c"}) ASSERT_EQ(store_->remove(0, k), store::Status::kOk);
+  store::test::expect_empty(*store_);
+}
+
+// Every kind of pending request outlives its connection: the CoreConn is freed after the close (as control
+// does after CLOSED), then the completions arrive. They touch no connection, answer nothing and give back
+// what they lend. Transfers waiting for the bulk engine give their lease back at the close, the running one
+// in the core's hook.
+TEST_F(ObjectServiceTest, CompletionsAfterTheConnectionClosedOnlyGiveBack) {
+  ThreadedStorage ts(*store_);
+  start(ts);
+  const auto v = store::test::pattern(2000, 9);
+  ASSERT_EQ(store_->put(0, "x", store::test::as_span(v)), store::Status::kOk);
+  // Ended before the close: a GET transferring, then a GET and a PUT's reservation waiting for it.
+  chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 1, "x", 4096);
+  chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 2, "x", 4096);
+  chunk(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 3, "p", 3000);
+  drain();
+  ASSERT_EQ(svc_->counters().parked, 2u);
+  // Still pending at the close: an inline GET, a chunk GET, a chunk PUT's reservation, an inline PUT.
+  ts.hold(true);
+  inline_request(protocol::ObjectOp::kGet, 4, "x");
+  chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 5, "x", 4096);
+  chunk(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 6, "q", 3000);
+  inline_request(protocol::ObjectOp::kPut, 7, "r", v);
+  EXPECT_EQ(svc_->pending_storage_ops(), 4u);
+  const std::size_t answers = api_.sent.size();
+
+  api_.close(*svc_, *conn_);
+  EXPECT_EQ(svc_->counters().released_at_close, 2u) << "the waiting pin and reservation";
+  EXPECT_EQ(svc_->pending_st(*conn_), 0u);
+  conn_.reset();  // control frees (or reuses) it after CLOSED: ASan would catch any later touch
+
+  ts.hold(false);
+  drain();
+  EXPECT_EQ(svc_->counters().orphaned, 4u);
+  EXPECT_EQ(api_.sent.size(), answers) << "nothing is answered on a closed connection";
+  EXPECT_EQ(svc_->open_requests(), 0u);
+  // The inline PUT committed by itself (it was the backend's once submitted); both reservations were
+  // aborted and every pin released.
+  for (const char* k : {"x", "r"}) ASSERT_EQ(store_->remove(0, k), store::Status::kOk);
+  for (const char* k : {"p", "q"}) EXPECT_EQ(store_->remove(0, k), store::Status::kNotFound);
+  store::test::expect_empty(*store_);
+}
+
+// The commit of a chunk PUT pends past the close: it still publishes (the READ had landed), and its
+// completion answers nothing.
+TEST_F(ObjectServiceTest, ACommitEndingAfterTheCloseStillPublishes) {
+  ThreadedStorage ts(*store_);
+  start(ts);
+  const auto v = store::test::pattern(3000, 10);
+  chunk(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 1, "p", 3000);
+  drain();
+  ts.hold(true);
+  api_.finish_read(*svc_, *conn_, v);
+  EXPECT_EQ(svc_->pending_storage_ops(), 1u);
+  api_.close(*svc_, *conn_);
+  conn_.reset();
+  ts.hold(false);
+  drain();
+  EXPECT_EQ(svc_->counters().orphaned, 1u);
+  EXPECT_TRUE(api_.sent.empty());
+  store::PinnedValue got;
+  ASSERT_EQ(store_->get(0, "p", &got), store::Status::kOk);
+  EXPECT_EQ(std::memcmp(got.data, v.data(), v.size()), 0);
+  store_->unpin(&got);
+  ASSERT_EQ(store_->remove(0, "p"), store::Status::kOk);
+  store::test::expect_empty(*store_);
+}
+
+// A request that cannot take a slot is refused at once, never lost; the table caps what the queue must hold.
+TEST_F(ObjectServiceTest, AFullRequestTableAnswersNoResources) {
+  ThreadedStorage ts(*store_, 2);
+  start(ts, 1024);  // capped to the queue's 2
+  ts.hold(true);
+  inline_request(protocol::ObjectOp::kPut, 1, "a");
+  inline_request(protocol::ObjectOp::kPut, 2, "b");
+  inline_request(protocol::ObjectOp::kPut, 3, "c");
+  expect_completion(3, ObjectStatus::kNoResources, 0);
+  EXPECT_EQ(svc_->counters().table_full, 1u);
+  ts.hold(false);
+  drain();
+  EXPECT_EQ(api_.sent.size(), 3u);
+  for (const char* k : {"a", "b"}) ASSERT_EQ(store_->remove(0, k), store::Status::kOk);
+  store::test::expect_empty(*store_);
+}
+
+// A completion that names no pending request (a backend that completes twice, or with a slot's old tag) is
+// counted and dropped; the real one still ends its request.
+TEST_F(ObjectServiceTest, AStaleCompletionIsDropped) {
+  ThreadedStorage ts(*store_);
+  start(ts);
+  ts.hold(true);
+  inline_request(protocol::ObjectOp::kDelete, 1, "a");
+  storage::Completion forged;
+  forged.tag = std::uint64_t{7} << 32;  // slot 0, a generation it does not have
+  forged.status = Status::kOk;
+  ASSERT_TRUE(ts.queue().push(forged));
+  svc_->on_poll_st(api_);
+  EXPECT_EQ(svc_->counters().stale_completions, 1u);
+  EXPECT_TRUE(api_.sent.empty());
+  ts.hold(false);
+  drain();
+  expect_completion(1, ObjectStatus::kNotFound, 0);
+}
+
+}  // namespace
+}  // namespace rdmagate::dataplane
