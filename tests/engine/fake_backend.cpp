@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace rdmagate::dataplane::fake {
 
@@ -27,6 +29,12 @@ void FakeCq::inject(const Completion& wc) {
 std::size_t FakeCq::pending_of(std::uint32_t qp_num) const noexcept {
   return static_cast<std::size_t>(
       std::count_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.qp_num == qp_num; }));
+}
+
+std::size_t FakeCq::pending_of(std::uint32_t qp_num, bool send) const noexcept {
+  return static_cast<std::size_t>(std::count_if(entries_.begin(), entries_.end(), [&](const Entry& e) {
+    return e.qp_num == qp_num && e.send == send;
+  }));
 }
 
 void FakeCq::interleave(std::uint64_t seed) {
@@ -232,9 +240,15 @@ std::uint32_t FakeDevice::post_st(FakeQp& q, std::vector<FakeWr>& staged, Queue 
   std::size_t posted = 0;
   for (; posted < n; ++posted) {
     if (fault == 0) {  // the injected failure: this one and the rest of the chain stay unposted
-      fault = -1;
-      ++q.stats_.injected_post_failures;
-      break;
+      const bool rdma_behind =
+          send && q.spare_rdma_ &&
+          std::any_of(staged.begin() + static_cast<std::ptrdiff_t>(posted), staged.end(),
+                      [](const FakeWr& w) { return w.op == WrOp::kRead || w.op == WrOp::kWrite; });
+      if (!rdma_behind) {
+        fault = -1;
+        ++q.stats_.injected_post_failures;
+        break;
+      }
     }
     if (send ? q.sq_occupied() >= q.max_send_wr_ : q.rq_occupied() >= q.max_recv_wr_) {
       ++(send ? q.stats_.sq_overflows : q.stats_.rq_overflows);  // ENOMEM from a real device
@@ -443,6 +457,82 @@ std::size_t FakeDevice::run_all() {
 
 std::size_t FakeDevice::outstanding(const FakeQp& q) const noexcept {
   return q.sq_.size() + q.rq_.size() + (q.cq_ != nullptr ? q.cq_->pending_of(q.qp_num) : 0);
+}
+
+// ---- audit ---------------------------------------------------------------------------------------------
+
+std::string audit(const CoreConn& cc, const FakeQp& qp) {
+  std::string why;
+  const auto fail = [&](const std::string& what) {
+    if (why.empty()) why = "qp " + std::to_string(qp.qp_num) + ": " + what;
+  };
+  if (qp.staged() != 0) fail(std::to_string(qp.staged()) + " work requests staged and not flushed");
+  const std::size_t rx_cqes = qp.cq() != nullptr ? qp.cq()->pending_of(qp.qp_num, false) : 0;
+  if (cc.rx_posted != qp.recv_queue().size() + rx_cqes) {
+    fail("rx_posted " + std::to_string(cc.rx_posted) + ", device holds " +
+         std::to_string(qp.recv_queue().size()) + " receives and " + std::to_string(rx_cqes) +
+         " receive CQEs");
+  }
+  const std::deque<FakeWr>& sq = qp.send_queue();
+  std::size_t n = sq.size();
+  if (n != 0 && wr_kind(sq.back().wr_id) == WrKind::kDrain) --n;
+  if (cc.sq_inflight() < n) {
+    fail("the device holds " + std::to_string(n) + " send work requests, the SQ FIFO " +
+         std::to_string(cc.sq_inflight()));
+    return why;
+  }
+  const std::size_t mask = cc.sq_fifo.size() - 1;
+  std::vector<std::uint8_t> where(cc.tx.size(),
+                                  0);  // per tx descriptor: 1 free, 2 in the FIFO, 4 on the device
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::uint16_t entry = cc.sq_fifo[(cc.sq_tail - n + k) & mask];
+    const std::uint64_t id = sq[k].wr_id;
+    const std::string at = "device send " + std::to_string(k) + " of " + std::to_string(n) + ": ";
+    switch (wr_kind(id)) {
+      case WrKind::kSend: {
+        const std::uint16_t idx = wr_desc<TxDesc>(id)->index;
+        if (entry != idx) fail(at + "tx " + std::to_string(idx) + ", FIFO entry " + std::to_string(entry));
+        if (idx < where.size()) where[idx] |= 4;
+        break;
+      }
+      case WrKind::kRdma:
+      case WrKind::kRdmaFiller: {
+        const std::uint16_t want = wr_kind(id) == WrKind::kRdma ? kRdmaMarker : kRdmaFiller;
+        if (entry != want) fail(at + "RDMA, FIFO entry " + std::to_string(entry));
+        if (cc.bulk_op.state == BulkState::kIdle) fail(at + "RDMA of a bulk op that has ended");
+        break;
+      }
+      default:
+        fail(at + "a drain marker that is not the newest, or a receive");
+        break;
+    }
+  }
+  std::size_t in_fifo = 0;
+  for (std::uint32_t k = cc.sq_head; k != cc.sq_tail; ++k) {
+    const std::uint16_t entry = cc.sq_fifo[k & mask];
+    if (entry == kRdmaMarker || entry == kRdmaFiller) continue;
+    if (entry >= where.size() || (where[entry] & 2) != 0) {
+      fail("FIFO entry " + std::to_string(entry) + " twice or out of range");
+      continue;
+    }
+    where[entry] |= 2;
+    ++in_fifo;
+  }
+  for (std::uint32_t k = 0; k < cc.tx_free_top; ++k) {
+    const std::uint16_t idx = cc.tx_free[k];
+    if (idx >= where.size() || where[idx] != 0) {
+      fail("tx " + std::to_string(idx) + " is free but also " +
+           (idx < where.size() && (where[idx] & 4) != 0 ? "on the device" : "in use or free twice"));
+      continue;
+    }
+    where[idx] |= 1;
+  }
+  const std::size_t queued = cc.credits ? cc.credits->queued_total() : 0;
+  if (cc.tx_free_top + in_fifo + queued != cc.tx.size()) {
+    fail(std::to_string(cc.tx_free_top) + " free + " + std::to_string(in_fifo) + " in the FIFO + " +
+         std::to_string(queued) + " queued tx descriptors, of " + std::to_string(cc.tx.size()));
+  }
+  return why;
 }
 
 // ---- FakePeer ----------------------------------------------------------------------------------------
