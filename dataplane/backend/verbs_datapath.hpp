@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "dataplane/backend/backend.hpp"
@@ -92,32 +93,14 @@ struct VerbsBackend {
   // Receives first, then sends: a credit never goes out ahead of the buffer it stands for.
   static FlushResult flush_st(Qp& q) noexcept {
     FlushResult r;
-    if (q.recvs != 0) {
-      ibv_recv_wr* last = &q.recv_wr[q.recvs - 1];
-      ibv_recv_wr* const keep = last->next;
-      last->next = nullptr;
-      ibv_recv_wr* bad = nullptr;
-      if (ibv_post_recv(q.qp, q.recv_wr.data(), &bad) != 0) [[unlikely]] {
-        r.recv_unposted = bad != nullptr ? q.recvs - static_cast<std::uint32_t>(bad - q.recv_wr.data()) : q.recvs;
-      }
-      last->next = keep;
-      q.recvs = 0;
-    }
-    r.recv_unposted += q.recvs_dropped;
-    q.recvs_dropped = 0;
-    if (q.sends != 0) {
-      ibv_send_wr* last = &q.send_wr[q.sends - 1];
-      ibv_send_wr* const keep = last->next;
-      last->next = nullptr;
-      ibv_send_wr* bad = nullptr;
-      if (ibv_post_send(q.qp, q.send_wr.data(), &bad) != 0) [[unlikely]] {
-        r.send_unposted = bad != nullptr ? q.sends - static_cast<std::uint32_t>(bad - q.send_wr.data()) : q.sends;
-      }
-      last->next = keep;
-      q.sends = 0;
-    }
-    r.send_unposted += q.sends_dropped;
-    q.sends_dropped = 0;
+    r.recv_unposted = post_staged(q.recv_wr, q.recvs, [&](ibv_recv_wr* w, ibv_recv_wr** bad) {
+                        return ibv_post_recv(q.qp, w, bad);
+                      }) +
+                      std::exchange(q.recvs_dropped, 0);
+    r.send_unposted = post_staged(q.send_wr, q.sends, [&](ibv_send_wr* w, ibv_send_wr** bad) {
+                        return ibv_post_send(q.qp, w, bad);
+                      }) +
+                      std::exchange(q.sends_dropped, 0);
     return r;
   }
 
@@ -137,6 +120,24 @@ struct VerbsBackend {
   }
 
  private:
+  // Posts the first n entries of a fixed chain behind one doorbell (cut after the last, mended after the
+  // post); returns how many of them the device did not take. n is 0 afterwards.
+  template <typename Wr, typename Post>
+  static std::uint32_t post_staged(std::vector<Wr>& wrs, std::uint32_t& n, Post post) noexcept {
+    if (n == 0) return 0;
+    Wr* const last = &wrs[n - 1];
+    Wr* const keep = last->next;
+    last->next = nullptr;
+    Wr* bad = nullptr;
+    std::uint32_t unposted = 0;
+    if (post(wrs.data(), &bad) != 0) [[unlikely]] {
+      unposted = bad != nullptr ? n - static_cast<std::uint32_t>(bad - wrs.data()) : n;
+    }
+    last->next = keep;
+    n = 0;
+    return unposted;
+  }
+
   static ibv_send_wr* next_send(Qp& q) noexcept {
     if (q.sends == q.send_wr.size()) [[unlikely]] {
       ++q.sends_dropped;
