@@ -148,19 +148,10 @@ class ObjectService {
       refuse_st(api, c, m.opcode, m.cookie, pe);
       return;
     }
-    if (free_top_ == 0) {
-      table_full_st(api, c, req.op, m.opcode, m.cookie, start);
-      return;
-    }
-    // The slot on top of the free stack is filled before the call, so that the call gets its tag; it is
-    // taken only if the request outlives the call.
-    const std::uint32_t i = free_[free_top_ - 1];
+    const std::uint32_t i = next_request_st(api, c, req.op, m.opcode, m.cookie, start);
+    if (i == kNone) return;
     Request& r = reqs_[i];
-    r.op = req.op;
     r.chunked = false;
-    r.opcode = m.opcode;
-    r.cookie = m.cookie;
-    r.start = start;
     storage::Lease lease;
     storage::Status st = storage::Status::kOk;
     switch (req.op) {
@@ -201,19 +192,12 @@ class ObjectService {
       refuse_st(api, c, cr.opcode, cr.cookie, pe);
       return;
     }
-    if (free_top_ == 0) {
-      table_full_st(api, c, req.op, cr.opcode, cr.cookie, start);
-      return;
-    }
-    const std::uint32_t i = free_[free_top_ - 1];
+    const std::uint32_t i = next_request_st(api, c, req.op, cr.opcode, cr.cookie, start);
+    if (i == kNone) return;
     Request& r = reqs_[i];
-    r.op = req.op;
     r.chunked = true;
     r.type = cr.type;
-    r.opcode = cr.opcode;
-    r.cookie = cr.cookie;
     r.chunk = cr.chunk;
-    r.start = start;
     storage::Lease lease;
     storage::Status st;
     if (req.op == protocol::ObjectOp::kPut) {
@@ -351,6 +335,25 @@ class ObjectService {
     storage::Lease lease{};
     protocol::Chunk chunk{};  // chunked: the requester's fragments
   };
+
+  // The slot on top of the free stack, filled with what every request has, or kNone (answered no_resources).
+  // It is filled before the storage call so that the call gets its tag, and taken only if the request
+  // outlives the call.
+  template <typename Api>
+  std::uint32_t next_request_st(Api& api, CoreConn& c, protocol::ObjectOp op, std::uint16_t opcode,
+                                std::uint64_t cookie, std::uint64_t start) noexcept {
+    if (free_top_ == 0) {
+      table_full_st(api, c, op, opcode, cookie, start);
+      return kNone;
+    }
+    const std::uint32_t i = free_[free_top_ - 1];
+    Request& r = reqs_[i];
+    r.op = op;
+    r.opcode = opcode;
+    r.cookie = cookie;
+    r.start = start;
+    return i;
+  }
 
   static std::uint64_t tag_of(std::uint32_t i, std::uint32_t gen) noexcept {
     return std::uint64_t{gen} << 32 | i;
