@@ -6,10 +6,12 @@
 //   - its direct FIFO (requests issued by callbacks running on this core: no ring, no atomics),
 //   - its submission ring (MPSC rte_ring of RequestDesc*, filled by caller threads),
 //   - its per-gateway pending FIFOs (requests that found no connection with room),
-// sends each on the connection to the key's gateway, pinned to this core, with the fewest requests in flight,
-// and keeps it in that connection's in-flight table (indexed by the cookie's low 16 bits; the high bits are a
-// sequence number, so a late or forged answer never completes the wrong request). Answers complete the
-// request with the mapped status and run the caller's callback here, on the core.
+// sends each on the connection to the key's gateway, pinned to this core, with the fewest requests in flight.
+// The send half of the protocol is dataplane::ObjectRequester (services/object/object_requester.hpp): it
+// builds the message (inline or by chunk), keeps the request in that connection's in-flight table (indexed
+// by the cookie's low 16 bits; the high bits are a sequence number, so a late or forged answer never
+// completes the wrong request) and checks the answer. This service maps the answer to a Status and runs the
+// caller's callback here, on the core.
 //
 // Nothing is dropped: every accepted request is completed exactly once (answer, kConnectionLost when its
 // connection closes, kTimeout when it outlived request_timeout (its connection is then closed, and the
@@ -21,13 +23,10 @@
 #include <rte_cycles.h>
 #include <rte_ring.h>
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <span>
 #include <string_view>
 #include <vector>
 
@@ -35,6 +34,7 @@
 #include "dataplane/core_conn.hpp"
 #include "protocol/message.hpp"
 #include "protocol/object_wire.hpp"
+#include "services/object/object_requester.hpp"
 
 namespace rdmagate::client {
 
@@ -55,22 +55,17 @@ struct alignas(64) RequestDesc {
   char key[protocol::kMaxKeyLength];
 };
 
-// Counters of one core's service: written by that core only (relaxed load + store), read by anyone.
-struct ServiceCounters {
+// Counters of one core's service: written by that core only (relaxed load + store), read by anyone. The
+// requester's (sends by kind, send_refused -> kBadRequest, unregistered -> kRegistration, stale_answers,
+// protocol_errors -> kProtocol, answered, answer_tsc) come first, from the base.
+struct ServiceCounters : dataplane::ObjectRequesterCounters {
   std::atomic<std::uint64_t> completed{0};
-  std::atomic<std::uint64_t> inline_puts{0}, chunked_puts{0}, inline_gets{0}, chunked_gets{0}, deletes{0};
   std::atomic<std::uint64_t> connection_lost{0}, timeouts{0}, unavailable{0}, shutdown{0};
-  std::atomic<std::uint64_t> protocol_errors{0};   // answers we could not map (completed kProtocol)
-  std::atomic<std::uint64_t> stale_answers{0};     // answers naming no request in flight (ignored)
-  std::atomic<std::uint64_t> send_refused{0};      // send_st refused a request (completed kBadRequest)
-  std::atomic<std::uint64_t> unregistered{0};      // a chunk was needed but the caller did not register
-  std::atomic<std::uint64_t> unknown_conns{0};     // adopted a connection that is not in our table
-  std::atomic<std::uint64_t> unexpected{0};        // requests from the gateway
-  std::atomic<std::uint64_t> close_requests{0};    // connections we asked control to close (timeouts)
-  std::atomic<std::uint64_t> pending_parked{0};    // requests that had to wait for a connection
-  std::atomic<std::uint64_t> queue_tsc{0};   // sum over sent requests: submission -> send (TSC cycles)
-  std::atomic<std::uint64_t> answer_tsc{0};  // sum over answered requests: send -> answer (TSC cycles)
-  std::atomic<std::uint64_t> answered{0};
+  std::atomic<std::uint64_t> unknown_conns{0};   // adopted a connection that is not in our table
+  std::atomic<std::uint64_t> unexpected{0};      // requests from the gateway
+  std::atomic<std::uint64_t> close_requests{0};  // connections we asked control to close (timeouts)
+  std::atomic<std::uint64_t> pending_parked{0};  // requests that had to wait for a connection
+  std::atomic<std::uint64_t> queue_tsc{0};       // sum over sent requests: submission -> send (TSC cycles)
   // Keys of chunked requests submitted by callbacks on this core (non-pool memory; CoreRegCache).
   std::atomic<std::uint64_t> reg_core_hits{0};          // found in this core's cache: no lock
   std::atomic<std::uint64_t> reg_core_fills{0};         // copied from the client's shared cache
@@ -183,31 +178,24 @@ inline Status map_object_status(std::uint32_t s) noexcept {
   return Status::kProtocol;
 }
 
-inline std::uint16_t opcode_of(protocol::ObjectOp op) noexcept {
-  return static_cast<std::uint16_t>(protocol::object_opcode(op));
-}
-
 class ObjectClientService {
  public:
   static constexpr std::uint32_t kBurst = 32;
   static constexpr std::uint32_t kTimerEvery = 1024;  // loop iterations between timeout scans
   static constexpr std::uint32_t kTxSpare = 2;        // tx descriptors left for NOOPs
 
-  explicit ObjectClientService(ServiceConfig cfg) : cfg_(std::move(cfg)) {
+  explicit ObjectClientService(ServiceConfig cfg)
+      : cfg_(std::move(cfg)), req_(requester_config(cfg_, &cnt_)) {
     slots_.resize(cfg_.conns.size());
     by_gateway_.resize(cfg_.gateways);
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       Slot& s = slots_[i];
       s.spec = cfg_.conns[i];
-      s.table.resize(cfg_.max_inflight_per_conn);
-      s.free_idx.resize(cfg_.max_inflight_per_conn);
-      reset_table(s);
       if (s.spec.gateway < cfg_.gateways) by_gateway_[s.spec.gateway].push_back(static_cast<std::uint32_t>(i));
     }
     pending_.resize(cfg_.gateways);
     for (Fifo& f : pending_) f.buf.resize(cfg_.pool_size);
     direct_.buf.resize(cfg_.pool_size);
-    scratch_.resize(protocol::kMaxMessageSizeCap);
   }
   ObjectClientService(const ObjectClientService&) = delete;
   ObjectClientService& operator=(const ObjectClientService&) = delete;
@@ -226,6 +214,8 @@ class ObjectClientService {
   void submit_direct_st(RequestDesc* d) noexcept { direct_.push(d); }
 
   const ServiceCounters& counters() const noexcept { return cnt_; }
+  // The send half: connection i of ServiceConfig::conns is the requester's link i.
+  const dataplane::ObjectRequester<RequestDesc>& requester() const noexcept { return req_; }
 
   // From a submit on this core (a callback): the core's registration cache, and what a lookup came to.
   CoreRegCache& reg_cache_st() noexcept { return reg_cache_; }
@@ -245,7 +235,8 @@ class ObjectClientService {
 
   // ---- CoreService ------------------------------------------------------------------------------------------
 
-  // A connection's place in our table: slot index + 1 (0: not one of ours, or closed).
+  // A connection's place in our table: slot index + 1 (0: not one of ours, or closed). Slot i is the
+  // requester's link i.
   struct ConnState {
     std::uint64_t slot = 0;
   };
@@ -256,7 +247,7 @@ class ObjectClientService {
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       Slot& s = slots_[i];
       if (s.spec.handle != c.handle.value) continue;
-      s.conn = &c;
+      req_.attach_st(static_cast<std::uint32_t>(i), c);
       s.close_requested = false;
       st.slot = i + 1;
       return;
@@ -271,87 +262,35 @@ class ObjectClientService {
 
   template <typename Api>
   void on_response_st(Api&, dataplane::CoreConn& c, const protocol::Message& m) noexcept {
-    Slot* s = slot_of(c);
-    const std::uint64_t idx = m.cookie & 0xffff;
-    if (s == nullptr || idx >= s->table.size() || s->table[idx].d == nullptr ||
-        s->table[idx].seq != (m.cookie >> 16)) {
-      bump(cnt_.stale_answers);
-      return;
-    }
-    const Inflight e = s->table[idx];
-    release_idx(*s, static_cast<std::uint16_t>(idx));
-    bump(cnt_.answer_tsc, rte_rdtsc() - e.sent_tsc);
-    bump(cnt_.answered);
-    RequestDesc* d = e.d;
+    const dataplane::ObjectAnswer<RequestDesc> a = req_.on_answer_st(link_of(c), c, m);
+    if (a.user == nullptr) return;  // stale: counted by the requester
     Result r;
-    r.wire_status = m.type == protocol::MessageType::kCompletion ? m.status : 0;
-    if (m.opcode != opcode_of(d->op)) {
-      r.status = Status::kProtocol;
-    } else if (m.type == protocol::MessageType::kInlineResponse) {
-      // Only an inline GET is answered inline. An inline request carries no capacity, so a value larger
-      // than the buffer is not the gateway's fault: kTooSmall with the size needed, buffer untouched.
-      r.size = m.payload.size();
-      if (d->op != protocol::ObjectOp::kGet || e.chunked) {
-        r.status = Status::kProtocol;
-      } else if (m.payload.size() > d->size) {
-        r.status = Status::kTooSmall;
-      } else {
-        if (!m.payload.empty()) std::memcpy(d->buf, m.payload.data(), m.payload.size());
-        r.status = Status::kOk;
-      }
-    } else if (m.type == protocol::MessageType::kCompletion) {
-      r.status = map_object_status(m.status);
-      r.size = m.byte_count;
-      if (r.status == Status::kOk) {
-        switch (d->op) {
-          case protocol::ObjectOp::kPut:
-            if (m.byte_count != d->size) r.status = Status::kProtocol;
-            break;
-          case protocol::ObjectOp::kGet:
-            // A value comes inline or through our write chunk; a gateway claiming to have written more than
-            // the chunk holds is broken (nothing beyond the chunk was writable: its rkey covers our buffer
-            // only when the buffer is the registration, see docs/client.md "Key scope").
-            if (!e.chunked || m.byte_count > d->size) r.status = Status::kProtocol;
-            break;
-          case protocol::ObjectOp::kDelete:
-            break;
-        }
-      } else if (r.status == Status::kTooSmall && d->op != protocol::ObjectOp::kGet) {
-        r.status = Status::kProtocol;
-      }
-    } else {
-      r.status = Status::kProtocol;
-    }
-    if (r.status == Status::kProtocol) bump(cnt_.protocol_errors);
-    complete_st(d, r);
+    r.status = a.malformed ? Status::kProtocol : map_object_status(static_cast<std::uint32_t>(a.status));
+    r.size = a.size;
+    r.wire_status = a.wire_status;
+    complete_st(a.user, r);
   }
 
   template <typename Api>
   void on_close_st(Api&, dataplane::CoreConn& c) noexcept {
-    Slot* s = slot_of(c);
-    if (s == nullptr) return;
+    const std::uint32_t link = link_of(c);
+    if (!req_.carries_st(link, c)) return;
     // The QP is in ERR now: the gateway can no longer touch the buffers of what was in flight.
     const bool shutting = cfg_.shutdown->load(std::memory_order_relaxed);
-    for (std::size_t i = 0; i < s->table.size(); ++i) {
-      Inflight& e = s->table[i];
-      if (e.d == nullptr) continue;
-      RequestDesc* d = e.d;
+    req_.fail_all_st(link, [&](RequestDesc* d, bool timed_out) {
       Result r;
       if (shutting) {
         r.status = Status::kShutdown;
         bump(cnt_.shutdown);
-      } else if (e.timed_out) {
+      } else if (timed_out) {
         r.status = Status::kTimeout;
       } else {
         r.status = Status::kConnectionLost;
         bump(cnt_.connection_lost);
       }
-      e.d = nullptr;
       complete_st(d, r);
-    }
-    reset_table(*s);
-    s->conn = nullptr;
-    s->close_requested = false;
+    });
+    slots_[link].close_requested = false;
     c.svc.reset<ConnState>();
   }
 
@@ -380,38 +319,21 @@ class ObjectClientService {
   // After the core stopped (client teardown, on the destroying thread): fail whatever is left.
   void fail_all_after_stop(Status why) noexcept {
     fail_queued_st(why);
-    for (Slot& s : slots_) {
-      for (Inflight& e : s.table) {
-        if (e.d == nullptr) continue;
-        RequestDesc* d = e.d;
-        e.d = nullptr;
+    for (std::uint32_t i = 0; i < slots_.size(); ++i) {
+      req_.fail_all_st(i, [&](RequestDesc* d, bool) {
         Result r;
         r.status = why;
         bump(cnt_.shutdown);
         complete_st(d, r);
-      }
-      reset_table(s);
-      s.conn = nullptr;
+      });
     }
   }
 
  private:
-  struct Inflight {
-    RequestDesc* d = nullptr;
-    std::uint64_t seq = 0;
-    std::uint64_t sent_tsc = 0;
-    bool chunked = false;
-    bool timed_out = false;
-  };
+  using Requester = dataplane::ObjectRequester<RequestDesc>;
   struct Slot {
-    ServiceConnSpec spec;
-    dataplane::CoreConn* conn = nullptr;  // owned by this core, or nullptr
+    ServiceConnSpec spec;  // its connection (while this core owns it) and in-flight table: the requester's
     bool close_requested = false;
-    std::uint32_t inflight = 0;
-    std::uint32_t chunked = 0;  // of which chunk requests
-    std::vector<Inflight> table;
-    std::vector<std::uint16_t> free_idx;
-    std::uint32_t free_top = 0;
   };
   struct Fifo {
     std::vector<RequestDesc*> buf;
@@ -430,26 +352,21 @@ class ObjectClientService {
   };
   enum class Start : std::uint8_t { kSent, kNoConn, kDone };
 
-  static void reset_table(Slot& s) noexcept {
-    const auto n = static_cast<std::uint32_t>(s.table.size());
-    for (std::uint32_t i = 0; i < n; ++i) {
-      s.table[i] = Inflight{};
-      s.free_idx[i] = static_cast<std::uint16_t>(n - 1 - i);
-    }
-    s.free_top = n;
-    s.inflight = 0;
-    s.chunked = 0;
-  }
-  static void release_idx(Slot& s, std::uint16_t idx) noexcept {
-    if (s.table[idx].chunked) --s.chunked;
-    s.table[idx].d = nullptr;
-    s.free_idx[s.free_top++] = idx;
-    --s.inflight;
+  static dataplane::ObjectRequesterConfig requester_config(const ServiceConfig& cfg,
+                                                           dataplane::ObjectRequesterCounters* counters) {
+    dataplane::ObjectRequesterConfig rc;
+    rc.links = static_cast<std::uint32_t>(cfg.conns.size());
+    rc.max_inflight = cfg.max_inflight_per_conn;
+    rc.max_chunked = cfg.max_chunked_per_conn;
+    rc.counters = counters;
+    return rc;
   }
 
-  Slot* slot_of(const dataplane::CoreConn& c) noexcept {
+  // The requester's link of `c` (kNoLink: not one of ours, or closed); on_answer_st and carries_st check
+  // that the link still carries `c`.
+  std::uint32_t link_of(const dataplane::CoreConn& c) const noexcept {
     const std::uint64_t i = c.svc.as<ConnState>().slot;
-    return i != 0 && i <= slots_.size() && slots_[i - 1].conn == &c ? &slots_[i - 1] : nullptr;
+    return i != 0 && i <= slots_.size() ? static_cast<std::uint32_t>(i - 1) : Requester::kNoLink;
   }
 
   void complete_st(RequestDesc* d, const Result& r) noexcept {
@@ -491,18 +408,17 @@ class ObjectClientService {
   }
 
   // The owned connection to `gateway` with room (for a chunk request, if `chunked`) and the fewest requests
-  // in flight.
+  // in flight: its link, or kNoLink.
   template <typename Api>
-  Slot* pick_st(Api& api, std::uint32_t gateway, bool chunked) noexcept {
-    Slot* best = nullptr;
+  std::uint32_t pick_st(Api& api, std::uint32_t gateway, bool chunked) noexcept {
+    std::uint32_t best = Requester::kNoLink;
     for (const std::uint32_t i : by_gateway_[gateway]) {
-      Slot& s = slots_[i];
-      if (s.conn == nullptr || s.close_requested || s.free_top == 0 ||
-          s.conn->state != dataplane::CoreConnState::kOwned || api.tx_available_st(*s.conn) <= kTxSpare ||
-          (chunked && s.chunked >= cfg_.max_chunked_per_conn)) {
+      const dataplane::CoreConn* conn = req_.conn_st(i);
+      if (conn == nullptr || slots_[i].close_requested || !req_.room_st(i, chunked) ||
+          conn->state != dataplane::CoreConnState::kOwned || api.tx_available_st(*conn) <= kTxSpare) {
         continue;
       }
-      if (best == nullptr || s.inflight < best->inflight) best = &s;
+      if (best == Requester::kNoLink || req_.inflight_st(i) < req_.inflight_st(best)) best = i;
     }
     return best;
   }
@@ -511,70 +427,32 @@ class ObjectClientService {
   Start try_send_st(Api& api, RequestDesc* d) noexcept {
     // Whether it will need a chunk, judged by the registration the caller made (the caller registers
     // whatever the smallest negotiated inline size cannot carry): a connection must have chunk room for it.
-    Slot* s = pick_st(api, d->gateway, d->registered);
-    if (s == nullptr) return Start::kNoConn;
-    dataplane::CoreConn& c = *s->conn;
-    const protocol::ConnParams& params = c.session.params;
-    const std::string_view key(d->key, d->key_len);
-    const std::uint16_t opcode = opcode_of(d->op);
-    protocol::MessageType type = protocol::MessageType::kInlineRequest;
-    protocol::Chunk chunk;
-    std::size_t payload_len = 0;
-    bool encoded = false;
-    const std::span<std::uint8_t> scratch(scratch_.data(), std::min<std::size_t>(scratch_.size(),
-                                                                                  params.max_message_size));
-    switch (d->op) {
-      case protocol::ObjectOp::kPut:
-        if (d->size <= protocol::max_inline_put_value(params.max_message_size, d->key_len)) {
-          payload_len = protocol::encode_object_payload(
-              key, std::span<const std::uint8_t>(static_cast<const std::uint8_t*>(d->buf), d->size), scratch);
-          encoded = true;
-          bump(cnt_.inline_puts);
-        } else {
-          if (d->size > params.max_bulk_size) return fail_now_st(d, Status::kTooLarge);
-          type = protocol::MessageType::kReadChunkRequest;
-          bump(cnt_.chunked_puts);
-        }
-        break;
-      case protocol::ObjectOp::kGet:
-        if (d->size <= protocol::max_inline_get_value(params.max_message_size)) {
-          bump(cnt_.inline_gets);
-        } else {
-          type = protocol::MessageType::kWriteChunkRequest;
-          bump(cnt_.chunked_gets);
-        }
-        break;
-      case protocol::ObjectOp::kDelete:
-        bump(cnt_.deletes);
-        break;
-    }
-    if (type != protocol::MessageType::kInlineRequest) {
-      if (!d->registered) {
-        bump(cnt_.unregistered);
+    const std::uint32_t link = pick_st(api, d->gateway, d->registered);
+    if (link == Requester::kNoLink) return Start::kNoConn;
+    dataplane::OutboundObjectRequest<RequestDesc> out;
+    out.user = d;
+    out.op = d->op;
+    out.key = std::string_view(d->key, d->key_len);
+    out.buf = d->buf;
+    out.size = d->size;
+    out.registered = d->registered;
+    out.rkey = d->rkey;
+    const dataplane::ObjectSendResult sent = req_.send_st(api, link, out);
+    switch (sent.status) {
+      case dataplane::ObjectSendStatus::kSent:
+        bump(cnt_.queue_tsc, sent.sent_tsc - d->submit_tsc);
+        return Start::kSent;
+      case dataplane::ObjectSendStatus::kNoRoom:  // pick_st checked the room: not reached
+        return Start::kNoConn;
+      case dataplane::ObjectSendStatus::kTooLarge:
+        return fail_now_st(d, Status::kTooLarge);
+      case dataplane::ObjectSendStatus::kUnregistered:
+        // Possible only if a connection negotiated a smaller message than any published before.
         return fail_now_st(d, Status::kRegistration);
-      }
-      chunk.count = 1;
-      chunk.fragments[0].addr = reinterpret_cast<std::uintptr_t>(d->buf);
-      chunk.fragments[0].len = static_cast<std::uint32_t>(std::min<std::uint64_t>(d->size, params.max_bulk_size));
-      chunk.fragments[0].rkey = d->rkey;
+      case dataplane::ObjectSendStatus::kRefused:
+        return fail_now_st(d, Status::kBadRequest);
     }
-    if (!encoded) payload_len = protocol::encode_object_payload(key, {}, scratch);
-    const std::uint16_t idx = s->free_idx[--s->free_top];
-    const std::uint64_t seq = ++seq_ & ((std::uint64_t{1} << 48) - 1);
-    const std::uint64_t cookie = (seq << 16) | idx;
-    if (payload_len == 0 ||
-        !api.send_st(c, type, opcode, cookie, std::span<const std::uint8_t>(scratch_.data(), payload_len), 0, 0,
-                     type == protocol::MessageType::kInlineRequest ? nullptr : &chunk)) {
-      s->free_idx[s->free_top++] = idx;
-      bump(cnt_.send_refused);
-      return fail_now_st(d, Status::kBadRequest);
-    }
-    const std::uint64_t now = rte_rdtsc();
-    bump(cnt_.queue_tsc, now - d->submit_tsc);
-    s->table[idx] = Inflight{d, seq, now, type != protocol::MessageType::kInlineRequest, false};
-    ++s->inflight;
-    if (type != protocol::MessageType::kInlineRequest) ++s->chunked;
-    return Start::kSent;
+    return fail_now_st(d, Status::kBadRequest);
   }
 
   Start fail_now_st(RequestDesc* d, Status why) noexcept {
@@ -588,17 +466,17 @@ class ObjectClientService {
   // still waiting for a connection past the timeout complete kUnavailable (kTimeout if one was up).
   void timers_st() noexcept {
     const std::uint64_t now = rte_rdtsc();
-    for (Slot& s : slots_) {
-      if (s.conn == nullptr || s.inflight == 0) continue;
-      for (Inflight& e : s.table) {
-        if (e.d == nullptr || e.timed_out || now - e.d->submit_tsc <= cfg_.timeout_tsc) continue;
-        e.timed_out = true;
-        bump(cnt_.timeouts);
-        if (!s.close_requested) {
-          s.close_requested = true;
-          bump(cnt_.close_requests);
-          s.spec.close_request->store(true, std::memory_order_release);
-        }
+    for (std::uint32_t i = 0; i < slots_.size(); ++i) {
+      Slot& s = slots_[i];
+      if (req_.conn_st(i) == nullptr || req_.inflight_st(i) == 0) continue;
+      const std::uint32_t n =
+          req_.mark_if_st(i, [&](const RequestDesc* d) { return now - d->submit_tsc > cfg_.timeout_tsc; });
+      if (n == 0) continue;
+      bump(cnt_.timeouts, n);
+      if (!s.close_requested) {
+        s.close_requested = true;
+        bump(cnt_.close_requests);
+        s.spec.close_request->store(true, std::memory_order_release);
       }
     }
     for (std::uint32_t g = 0; g < pending_.size(); ++g) {
@@ -607,7 +485,7 @@ class ObjectClientService {
         RequestDesc* d = p.pop();
         --pending_total_;
         bool up = false;
-        for (const std::uint32_t i : by_gateway_[g]) up |= slots_[i].conn != nullptr;
+        for (const std::uint32_t i : by_gateway_[g]) up |= req_.conn_st(i) != nullptr;
         if (up) {
           bump(cnt_.timeouts);
         } else {
@@ -645,17 +523,16 @@ class ObjectClientService {
   }
 
   ServiceConfig cfg_;
+  ServiceCounters cnt_;  // before req_, which counts into it
+  Requester req_;
   std::vector<Slot> slots_;
   std::vector<std::vector<std::uint32_t>> by_gateway_;
   std::vector<Fifo> pending_;
   std::uint32_t pending_total_ = 0;
   Fifo direct_;
-  std::vector<std::uint8_t> scratch_;
-  std::uint64_t seq_ = 0;
   std::uint64_t polls_ = 0;
   bool bound_ = false;
   CoreRegCache reg_cache_;
-  ServiceCounters cnt_;
   static inline thread_local ObjectClientService* tl_current_ = nullptr;
   static inline thread_local std::uint64_t tl_owner_id_ = 0;
 };
