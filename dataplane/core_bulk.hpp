@@ -131,6 +131,7 @@ void CoreLoop<B, S>::stage_rdma_st(CoreConn& c, RdmaOp rop, WrKind kind, const p
                    Segment{reinterpret_cast<std::uintptr_t>(op.local + local_off), len, op.local_lkey}, f.addr,
                    f.rkey, flags);
   push_sq_st(c, fifo_entry);
+  ++op.in_sq;
 }
 
 // Posts READs up to the initiator depth (the rest wait for completions). Every READ is signaled.
@@ -160,21 +161,26 @@ void CoreLoop<B, S>::rdma_completed_st(const Completion& wc) noexcept {
     op.failed = true;
     note_completion_error_st(c, wc);
   }
-  if (marker) {
-    if (op.state == BulkState::kReading) {
-      if (op.outstanding != 0) --op.outstanding;
-      if (c.state == CoreConnState::kOwned && op.next_frag < op.req.chunk.count) {
-        post_reads_st(c);
-      } else if (op.outstanding == 0) {
-        end_bulk_st(c);
-      }
-    } else if (op.state == BulkState::kWriting) {
-      end_bulk_st(c);
-    }
-    if (c.state == CoreConnState::kOwned) mark_dirty_st(c);
+  if (marker && op.state == BulkState::kReading) {
+    if (op.outstanding != 0) --op.outstanding;
+    if (c.state == CoreConnState::kOwned && !op.failed && op.next_frag < op.req.chunk.count) post_reads_st(c);
   }
+  maybe_end_bulk_st(c);
+  if (c.state == CoreConnState::kOwned) mark_dirty_st(c);
   // Last: on a draining connection this may answer CLOSED, after which c is control's again.
   maybe_closed_st(c);
+}
+
+// Ends the bulk op once nothing of it is left on the device and nothing more of it will be posted.
+template <typename B, typename S>
+void CoreLoop<B, S>::maybe_end_bulk_st(CoreConn& c) noexcept {
+  const BulkOp& op = c.bulk_op;
+  if (op.state == BulkState::kIdle || op.in_sq != 0) return;
+  if (op.state == BulkState::kReading && !op.failed && c.state == CoreConnState::kOwned &&
+      op.next_frag < op.req.chunk.count) {
+    return;  // more READs to post
+  }
+  end_bulk_st(c);
 }
 
 // The connection's bulk op is over (its last posted READ/WRITE completed, or could not be posted): the
@@ -200,19 +206,14 @@ void CoreLoop<B, S>::end_bulk_st(CoreConn& c) noexcept {
   if (c.state == CoreConnState::kOwned) run_chunks_st(c);
 }
 
-// RDMA work requests of the bulk op that never reached the device (a failed post): the op ends when nothing
-// of it remains on the device.
+// A work request of the bulk op that never reached the device (a failed post), taken back from the FIFO. The
+// op fails; it ends (maybe_end_bulk_st, after the whole rewind) only when nothing else of it is on the device.
 template <typename B, typename S>
 void CoreLoop<B, S>::unposted_rdma_st(CoreConn& c, std::uint16_t fifo_entry) noexcept {
   BulkOp& op = c.bulk_op;
   op.failed = true;
-  if (fifo_entry != kRdmaMarker) return;  // a filler: its op's marker is behind it, unposted too
-  if (op.state == BulkState::kReading) {
-    if (op.outstanding != 0) --op.outstanding;
-    if (op.outstanding == 0) end_bulk_st(c);
-  } else if (op.state == BulkState::kWriting) {
-    end_bulk_st(c);
-  }
+  --op.in_sq;
+  if (fifo_entry == kRdmaMarker && op.state == BulkState::kReading && op.outstanding != 0) --op.outstanding;
 }
 
 }  // namespace rdmagate::dataplane

@@ -50,21 +50,25 @@ void CoreLoop<B, S>::on_close_st(ConnHandle h, CloseReason) noexcept {
   }
   c.early_count = 0;  // parked receives already completed: drop them
   c.chunk_count = 0;  // waiting chunk requests are dropped with the connection
-  // Unsignaled sends that completed leave no CQE: a signaled marker behind them proves the SQ empty.
-  if (c.sq_inflight() != 0) {
-    B::stage_send_st(qp_of(c), make_wr_id(&c.drain, WrKind::kDrain), Segment{}, kSendSignaled);
-    if (B::flush_st(qp_of(c)).send_unposted == 0) {
-      c.drain_posted = true;
-    } else {
-      ++cnt_.errors[static_cast<std::size_t>(CoreError::kPostSend)];
-      c.sq_head = c.sq_tail;  // cannot prove it; the QP is in ERR and nothing new is posted
-      if (c.bulk_op.state != BulkState::kIdle) {  // nor wait for it: end the transfer as failed
-        c.bulk_op.failed = true;
-        end_bulk_st(c);
-      }
-    }
+  // Unsignaled sends that completed leave no CQE: a signaled marker behind them proves the SQ empty. If it
+  // cannot be posted now, the FIFO stays as it is (what is on the device still flushes into it) and the
+  // timers try again; CLOSED waits either way.
+  if (c.sq_inflight() != 0 && !post_drain_st(c)) {
+    c.drain_retry = true;
+    drain_retry_.push_back(&c);
   }
   maybe_closed_st(c);
+}
+
+template <typename B, typename S>
+bool CoreLoop<B, S>::post_drain_st(CoreConn& c) noexcept {
+  B::stage_send_st(qp_of(c), make_wr_id(&c.drain, WrKind::kDrain), Segment{}, kSendSignaled);
+  if (B::flush_st(qp_of(c)).send_unposted != 0) {
+    ++cnt_.errors[static_cast<std::size_t>(CoreError::kPostSend)];
+    return false;
+  }
+  c.drain_posted = true;
+  return true;
 }
 
 // kQuiesce 1 (SIGTERM drain): requests that arrive from now on are refused (never reach the service; see
@@ -114,11 +118,9 @@ void CoreLoop<B, S>::drain_completed_st(CoreConn& c, const Completion& wc) noexc
   } else if (wc.status != CompletionStatus::kOk) {
     ++cnt_.completions_error;
   }
-  while (c.sq_head != c.sq_tail) {
-    free_tx_st(c, c.sq_fifo[c.sq_head & (c.sq_fifo.size() - 1)]);
-    ++c.sq_head;
-  }
+  pop_sq_st(c, kSqAll);
   c.drain_posted = false;
+  maybe_end_bulk_st(c);
   maybe_closed_st(c);
 }
 
@@ -127,6 +129,10 @@ template <typename B, typename S>
 void CoreLoop<B, S>::maybe_closed_st(CoreConn& c) noexcept {
   if (c.state != CoreConnState::kDraining) return;
   if (c.rx_posted != 0 || c.sq_inflight() != 0 || c.drain_posted) return;
+  if (c.drain_retry) {  // the FIFO emptied by itself: no marker needed, and the retry list must not name c
+    c.drain_retry = false;
+    std::erase(drain_retry_, &c);
+  }
   c.state = CoreConnState::kClosed;
   ++cnt_.closed;
   if (!mailbox_.closed_st(c.handle)) ++cnt_.errors[static_cast<std::size_t>(CoreError::kUnexpected)];
@@ -146,6 +152,17 @@ void CoreLoop<B, S>::timers_st() noexcept {
     ++i;
   }
   if (!dirty_.empty()) flush_st();
+  for (std::size_t i = 0; i < drain_retry_.size();) {
+    CoreConn& c = *drain_retry_[i];
+    if (c.sq_inflight() != 0 && !post_drain_st(c)) {
+      ++i;
+      continue;
+    }
+    c.drain_retry = false;
+    drain_retry_[i] = drain_retry_.back();
+    drain_retry_.pop_back();
+    maybe_closed_st(c);
+  }
   if (quiescing_ && !res_.quiesced.load(std::memory_order_relaxed) && quiesce_idle_st()) {
     ++cnt_.quiesce_reached;
     res_.quiesced.store(true, std::memory_order_release);

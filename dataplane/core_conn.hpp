@@ -116,6 +116,10 @@ struct alignas(8) BulkOp {
   std::uint8_t* local = nullptr;
   std::uint32_t local_lkey = 0;
   bool failed = false;  // a READ/WRITE of the op completed in error or flushed, or was never posted
+  // Its work requests in the SQ FIFO (posted, or staged and not yet taken back). The op ends only at 0:
+  // until then the device may still read or write its local memory (an unsignaled WRITE that ran leaves
+  // the FIFO only behind a later signaled completion, the drain marker's at the latest).
+  std::uint16_t in_sq = 0;
 };
 inline constexpr std::uint32_t kChunkQueue = 4;  // chunk requests a connection may have waiting
 
@@ -197,6 +201,7 @@ struct CoreConn {
   std::uint32_t quiesce_sq_mark = 0;  // sq_tail when the core began to quiesce (CONFIG kQuiesce)
   std::uint32_t unsignaled = 0;         // sends posted since the last signaled one
   bool drain_posted = false;
+  bool drain_retry = false;  // draining, and the drain marker could not be posted yet (retried by the timers)
   std::vector<std::uint16_t> early;     // rx indices completed before ADOPT, in order
   std::uint32_t early_count = 0;
   // Work staged on the backend's QP since the last flush (posted at the end of the burst).

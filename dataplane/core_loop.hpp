@@ -53,6 +53,7 @@ class CoreLoop {
   CoreLoop(CoreResources& res, Service& svc)
       : res_(res), svc_(svc), cnt_(res.counters), mailbox_(res.core_mailbox()), cq_(static_cast<Cq&>(res.cq())) {
     owned_.reserve(res.config().max_conns);
+    drain_retry_.reserve(res.config().max_conns);
     dirty_.reserve(res.config().max_conns);
     burst_ = res.config().poll_burst == 0 || res.config().poll_burst > kMaxBurst ? kMaxBurst
                                                                                     : res.config().poll_burst;
@@ -353,7 +354,8 @@ class CoreLoop {
   void post_staged_st(CoreConn& c) noexcept;
   void free_tx_st(CoreConn& c, std::uint16_t idx) noexcept;
   void reclaim_sq_st(CoreConn& c, std::uint16_t idx) noexcept;
-  void pop_sq_st(CoreConn& c, std::uint16_t idx) noexcept;
+  static constexpr std::uint32_t kSqAll = 0x10000;  // no FIFO entry: pop_sq_st takes every one
+  void pop_sq_st(CoreConn& c, std::uint32_t idx) noexcept;
 
   // ---- bulk transfers (core_bulk.hpp) ----------------------------------------------------------------
   void queue_chunk_st(CoreConn& c, const protocol::Message& m) noexcept;
@@ -362,11 +364,13 @@ class CoreLoop {
   void stage_rdma_st(CoreConn& c, RdmaOp op, WrKind kind, const protocol::Fragment& f, std::uint32_t local_off,
                      std::uint32_t len, unsigned flags, std::uint16_t fifo_entry) noexcept;
   void rdma_completed_st(const Completion& wc) noexcept;
+  void maybe_end_bulk_st(CoreConn& c) noexcept;
   void end_bulk_st(CoreConn& c) noexcept;
   void unposted_rdma_st(CoreConn& c, std::uint16_t fifo_entry) noexcept;
 
   // ---- commands, quiesce, timers (core_commands.hpp) -------------------------------------------------
   void drain_completed_st(CoreConn& c, const Completion& wc) noexcept;
+  bool post_drain_st(CoreConn& c) noexcept;
   void maybe_closed_st(CoreConn& c) noexcept;
   void timers_st() noexcept;
   bool quiesce_idle_st() noexcept;
@@ -378,6 +382,7 @@ class CoreLoop {
   Cq& cq_;
   std::vector<CoreConn*> owned_;
   std::vector<CoreConn*> dirty_;
+  std::vector<CoreConn*> drain_retry_;  // draining connections whose drain marker is still to be posted
   std::uint32_t burst_ = 32;
   std::uint64_t check_mask_ = 0;
   std::uint64_t timer_mask_ = 0;

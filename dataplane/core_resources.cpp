@@ -113,6 +113,7 @@ void init_core_conn(CoreConn& cc, CoreResources& core, int slot, const CoreConnS
   cc.quiesce_sq_mark = 0;
   cc.unsignaled = 0;
   cc.drain_posted = false;
+  cc.drain_retry = false;
   cc.early.assign(cfg.rx_per_conn, 0);
   cc.early_count = 0;
   cc.staged_recvs = cc.staged_sends = 0;

@@ -183,7 +183,8 @@ void CoreLoop<B, S>::post_staged_st(CoreConn& c) noexcept {
     if (c.state == CoreConnState::kOwned) fail_st(c, FailureKind::kCompletion, 0);
   }
   if (r.send_unposted != 0) [[unlikely]] {
-    // The unposted work requests are the newest part of the FIFO: take them back.
+    // The unposted work requests are the newest part of the FIFO: take them all back before anything else
+    // runs (a bulk hook that sends would push onto the FIFO being rewound).
     for (std::uint32_t i = 0; i < r.send_unposted && c.sq_tail != c.sq_head; ++i) {
       --c.sq_tail;
       const std::uint16_t entry = c.sq_fifo[c.sq_tail & (c.sq_fifo.size() - 1)];
@@ -195,6 +196,7 @@ void CoreLoop<B, S>::post_staged_st(CoreConn& c) noexcept {
     }
     ++cnt_.errors[static_cast<std::size_t>(CoreError::kPostSend)];
     if (c.state == CoreConnState::kOwned) fail_st(c, FailureKind::kCompletion, 0);
+    maybe_end_bulk_st(c);  // only if nothing of it stayed on the device
   }
 }
 
@@ -207,17 +209,23 @@ void CoreLoop<B, S>::free_tx_st(CoreConn& c, std::uint16_t idx) noexcept {
 template <typename B, typename S>
 void CoreLoop<B, S>::reclaim_sq_st(CoreConn& c, std::uint16_t idx) noexcept {
   pop_sq_st(c, idx);
+  maybe_end_bulk_st(c);  // it may have taken the last WRITEs of a chain that lost its signaled one
   maybe_closed_st(c);
 }
 
-// The FIFO part of reclaim_sq_st (idx may be kRdmaMarker/kRdmaFiller: the oldest such entry).
+// The FIFO part of reclaim_sq_st (idx may be kRdmaMarker/kRdmaFiller: the oldest such entry; kSqAll: every
+// entry, what a drain marker's completion proves done).
 template <typename B, typename S>
-void CoreLoop<B, S>::pop_sq_st(CoreConn& c, std::uint16_t idx) noexcept {
+void CoreLoop<B, S>::pop_sq_st(CoreConn& c, std::uint32_t idx) noexcept {
   const std::size_t mask = c.sq_fifo.size() - 1;
   while (c.sq_head != c.sq_tail) {
     const std::uint16_t done = c.sq_fifo[c.sq_head & mask];
     ++c.sq_head;
-    free_tx_st(c, done);
+    if (done == kRdmaMarker || done == kRdmaFiller) {
+      --c.bulk_op.in_sq;
+    } else {
+      free_tx_st(c, done);
+    }
     if (done == idx) break;
   }
 }

@@ -712,8 +712,9 @@ TEST(CoreLoopFake, EarlyMessagesAreAnsweredAtAdoptInOrder) {
 // ---- failed posts -------------------------------------------------------------------------------------
 
 // The scenario of a GET whose value needs four WRITEs, where the post fails at the third: the device took
-// W1 and W2, not W3, W4 (the signaled last one) nor the completion behind them. The op ends exactly once
-// (one write-done hook, counted as a bulk failure), the connection FAILs, the pin is released once.
+// W1 and W2, not W3, W4 (the signaled last one) nor the completion behind them. The connection FAILs; the op
+// ends exactly once (one write-done hook, counted as a bulk failure) when W1 and W2 have left the device,
+// and only then is the pin released, once.
 struct WriteChainFixture {
   FakeDevice dev;
   StoreArena arena{dev};
@@ -741,7 +742,6 @@ struct WriteChainFixture {
 
 TEST(CoreLoopFake, FailedPostInTheMiddleOfAWriteChainEndsTheOpOnceAndFailsTheConnection) {
   WriteChainFixture f;
-  f.core.audit = false;  // the op ends under its posted fillers: see the DISABLED test below
   f.start_get_with_failing_third_write();
   LoopbackConn& c = *f.c;
   const CoreCounters& k = f.core.counters();
@@ -755,15 +755,18 @@ TEST(CoreLoopFake, FailedPostInTheMiddleOfAWriteChainEndsTheOpOnceAndFailsTheCon
   EXPECT_EQ(f.core.replies.failed[0].kind, FailureKind::kCompletion);
   EXPECT_EQ(c.cc().state, CoreConnState::kFailed);
   EXPECT_EQ(f.core.loop->owned_st(), 0u);
-  EXPECT_EQ(f.svc.counters().bulk_failures, 1u);  // the write-done hook ran, with op.failed
+  // W1 and W2 may still read the pinned value: the op has not ended, the pin stays.
+  EXPECT_EQ(f.svc.counters().bulk_failures, 0u);
+  EXPECT_EQ(f.arena.refs("v"), 2u);
   EXPECT_EQ(f.svc.counters().bytes_out, 0u);
-  // Control answers FAILED with CLOSE; W1 and W2 flush, then the drain marker; CLOSED once.
+  // Control answers FAILED with CLOSE; W1 and W2 flush, then the drain marker: the op ends (the write-done
+  // hook, with op.failed), then CLOSED once.
   f.core.close(c, close_reason_for(FailureKind::kCompletion));
   f.core.settle();
   EXPECT_EQ(f.core.replies.closed_count(c.handle()), 1u);
   EXPECT_EQ(f.core.replies.failed.size(), 1u);
   EXPECT_EQ(f.dev.outstanding(c.qp()), 0u);
-  EXPECT_EQ(f.svc.counters().bulk_failures, 1u);  // still once: the flushed fillers end nothing
+  EXPECT_EQ(f.svc.counters().bulk_failures, 1u);  // once
   EXPECT_TRUE(c.peer().inbox.empty());            // the answer never left
   EXPECT_EQ(f.arena.refs("v"), 1u);               // unpinned exactly once
   EXPECT_EQ(f.svc.counters().released_at_close, 0u);
@@ -774,13 +777,11 @@ TEST(CoreLoopFake, FailedPostInTheMiddleOfAWriteChainEndsTheOpOnceAndFailsTheCon
   expect_device_clean(f.dev);
 }
 
-// EXPECTS THE CORRECT BEHAVIOUR, FAILS TODAY (reported to the lead): core_bulk.hpp unposted_rdma_st ends the
-// WRITE op as soon as its signaled last WRITE was not posted, although fillers before it were posted and
-// the device still reads the pinned block through them. The object service unpins at once; if another core
-// deletes or overwrites the key meanwhile, the block is free for reuse while W1 and W2 read it, and the
-// requester receives another object's bytes. The op must end only once nothing of it is on the device
-// (the drain marker's completion proves that). Enable when fixed.
-TEST(CoreLoopFake, DISABLED_PinOutlivesThePostedWritesOfAFailedChain) {
+// A WRITE chain whose signaled last WRITE was not posted, while fillers before it were: the device still reads
+// the pinned block through them. Were the op ended (and the value unpinned) at the failed post, another core
+// deleting or overwriting the key would free the block for reuse while W1 and W2 read it, and the requester
+// would receive another object's bytes. The op ends only once nothing of it is on the device.
+TEST(CoreLoopFake, PinOutlivesThePostedWritesOfAFailedChain) {
   WriteChainFixture f;
   f.start_get_with_failing_third_write();
   LoopbackConn& c = *f.c;
@@ -804,16 +805,12 @@ TEST(CoreLoopFake, DISABLED_PinOutlivesThePostedWritesOfAFailedChain) {
   EXPECT_EQ(f.svc.counters().bulk_failures, 1u);
 }
 
-// EXPECTS THE CORRECT BEHAVIOUR, FAILS TODAY (reported to the lead): core_send.hpp post_staged_st takes the
-// unposted tail back one FIFO entry at a time and ends a bulk op on the spot when an entry is its last READ.
-// The service's read-failed hook then answers (send_st pushes onto the FIFO being rewound) and end_bulk_st
-// starts the next waiting chunk request (its READs are pushed too), so the rest of the rewind takes back the
-// wrong entries. Here: an inline GET's answer A, then PUT p's READs, all fail to post; p's hook answers and
-// PUT q starts; the rewind takes back q's second READ instead of A. A stays in the FIFO though never posted,
-// q's second READ goes to the device with no FIFO entry and uncounted, q ends when its first READ completes
-// and its reservation is aborted while the orphan READ still writes into it: into a block the store hands
-// out again. Enable when fixed.
-TEST(CoreLoopFake, DISABLED_UnpostedTailThatEndsAReadOpLeavesTheAccountingRight) {
+// An unposted tail that holds a READ op's last READs: the whole tail is taken back before any bulk hook runs.
+// (Ending the op in the middle of the rewind let its read-failed hook answer and start the next chunk request,
+// pushing onto the FIFO being rewound: the rewind then took back the wrong entries, an orphan READ went to
+// the device uncounted and wrote into a reservation the store handed out again.) Here: an inline GET's
+// answer A, then PUT p's READs, all fail to post; PUT q waits behind p.
+TEST(CoreLoopFake, UnpostedTailThatEndsAReadOpLeavesTheAccountingRight) {
   FakeDevice dev;
   StoreArena arena(dev);
   ObjectService svc(arena.config());
@@ -853,12 +850,11 @@ TEST(CoreLoopFake, DISABLED_UnpostedTailThatEndsAReadOpLeavesTheAccountingRight)
   EXPECT_EQ(arena.store->stats().objects, written ? 1u : 0u);
 }
 
-// EXPECTS THE CORRECT BEHAVIOUR, FAILS TODAY (reported to the lead; low severity: a real device takes a post
-// on a QP in ERR, and the SQ keeps a slot for the marker): when the drain marker cannot be posted,
-// core_commands.hpp on_close_st drops the SQ FIFO (sq_head = sq_tail) and answers CLOSED as soon as the
-// receives flushed, while work requests it posted are still on the device; their flush CQEs then name the
-// descriptors of a connection control has freed. CLOSED must wait until the device holds nothing of it.
-TEST(CoreLoopFake, DISABLED_CloseWhoseDrainMarkerFailsToPostStillWaitsForTheDevice) {
+// A drain marker that cannot be posted (rare: a real device takes a post on a QP in ERR, and the SQ keeps a
+// slot for the marker): the FIFO stays as it is, the timers post the marker again, and CLOSED waits until the
+// device holds nothing of the connection (dropping the FIFO let flush CQEs name the descriptors of a
+// connection control had freed).
+TEST(CoreLoopFake, CloseWhoseDrainMarkerFailsToPostStillWaitsForTheDevice) {
   FakeDevice dev;
   EchoService svc;
   Core<EchoService> core(dev, svc);
@@ -880,7 +876,7 @@ TEST(CoreLoopFake, DISABLED_CloseWhoseDrainMarkerFailsToPostStillWaitsForTheDevi
     core.turn();
   }
   EXPECT_EQ(core.replies.closed_count(c.handle()), 0u) << "CLOSED with the answer still on the device";
-  ASSERT_TRUE(dev.step(c.qp()));  // the answer flushes
+  ASSERT_TRUE(dev.step(c.qp()));  // the answer flushes: the FIFO is empty, no marker is needed any more
   core.turn();
   EXPECT_EQ(core.replies.closed_count(c.handle()), 1u);
   EXPECT_EQ(dev.outstanding(c.qp()), 0u);
