@@ -240,15 +240,9 @@ std::uint32_t FakeDevice::post_st(FakeQp& q, std::vector<FakeWr>& staged, Queue 
   std::size_t posted = 0;
   for (; posted < n; ++posted) {
     if (fault == 0) {  // the injected failure: this one and the rest of the chain stay unposted
-      const bool rdma_behind =
-          send && q.spare_rdma_ &&
-          std::any_of(staged.begin() + static_cast<std::ptrdiff_t>(posted), staged.end(),
-                      [](const FakeWr& w) { return w.op == WrOp::kRead || w.op == WrOp::kWrite; });
-      if (!rdma_behind) {
-        fault = -1;
-        ++q.stats_.injected_post_failures;
-        break;
-      }
+      if (!send || !q.fail_send_sticky_) fault = -1;
+      ++q.stats_.injected_post_failures;
+      break;
     }
     if (send ? q.sq_occupied() >= q.max_send_wr_ : q.rq_occupied() >= q.max_recv_wr_) {
       ++(send ? q.stats_.sq_overflows : q.stats_.rq_overflows);  // ENOMEM from a real device

@@ -33,6 +33,7 @@
 
 #include <infiniband/verbs.h>  // IBV_ACCESS_* and ibv_wc_status values: what the fake reports
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -88,6 +89,13 @@ class FakeCq final : public BackendCq {
 
   // The next `n` polls fail (a CQ error): poll_st returns -1 and takes nothing.
   void fail_next_polls(std::uint32_t n) noexcept { fail_polls_ = n; }
+  // Sets *flag at the n-th poll from now. CoreLoop::run_st reads its stop flag only at a ring check, and
+  // before its timers: with check_every 1 and n = 2, one run_st is exactly two iterations, the first with its
+  // timers, which is how a host test runs the production loop a step at a time.
+  void stop_after_polls(std::atomic<bool>* flag, std::uint32_t n) noexcept {
+    stop_ = flag;
+    polls_to_stop_ = n;
+  }
   // A CQE made by the test (wr_id and status as given; it names no QP).
   void inject(const Completion& wc);
   // Reorders the pending CQEs into a random merge that keeps the order of each work queue (a QP's send
@@ -105,6 +113,8 @@ class FakeCq final : public BackendCq {
   FakeDevice* dev_ = nullptr;
   std::size_t capacity_ = 0;
   std::uint32_t fail_polls_ = 0;
+  std::atomic<bool>* stop_ = nullptr;
+  std::uint32_t polls_to_stop_ = 0;
   std::deque<Entry> entries_;
   Stats stats_{};
 };
@@ -128,13 +138,16 @@ class FakeQp final : public BackendQp {
   // ---- faults (one-shot) ----
   // The post of the send work request `n` positions from now (0: the next one) fails: it and every later
   // one of that flush are reported unposted.
-  void fail_send_post(std::uint32_t n) noexcept { fail_send_after_ = n; }
+  // sticky: every send post fails from then on, until clear_faults.
+  void fail_send_post(std::uint32_t n, bool sticky = false) noexcept {
+    fail_send_after_ = n;
+    fail_send_sticky_ = sticky;
+  }
   void fail_recv_post(std::uint32_t n) noexcept { fail_recv_after_ = n; }
-  void clear_faults() noexcept { fail_send_after_ = fail_recv_after_ = -1; }
-  // While on, an injected send post failure never leaves an RDMA READ/WRITE in the unposted tail: the
-  // failure moves to the first work request after the chain's last RDMA one. (A workaround for the fuzzer
-  // while the core loop mishandles an unposted RDMA tail; see the DISABLED tests in core_loop_test.cpp.)
-  void spare_rdma_in_post_failures(bool on) noexcept { spare_rdma_ = on; }
+  void clear_faults() noexcept {
+    fail_send_after_ = fail_recv_after_ = -1;
+    fail_send_sticky_ = false;
+  }
 
   bool in_error() const noexcept { return error_; }
   const FakeCq* cq() const noexcept { return cq_; }
@@ -160,12 +173,12 @@ class FakeQp final : public BackendQp {
   std::uint32_t max_send_wr_ = 0, max_recv_wr_ = 0;
   bool error_ = false;
   bool audited_ = true;
-  bool spare_rdma_ = false;
   std::vector<FakeWr> staged_sends_, staged_recvs_;
   std::deque<FakeWr> sq_, rq_;
   std::uint64_t sq_posted_total_ = 0, sq_reclaimed_ = 0;
   std::uint64_t rq_posted_total_ = 0, rq_polled_ = 0;
   std::int64_t fail_send_after_ = -1, fail_recv_after_ = -1;
+  bool fail_send_sticky_ = false;
   Stats stats_{};
 };
 
@@ -304,6 +317,7 @@ struct FakeBackend {
   }
 
   static int poll_st(Cq& cq, Completion* out, int n) noexcept {
+    if (cq.polls_to_stop_ != 0 && --cq.polls_to_stop_ == 0) cq.stop_->store(true, std::memory_order_release);
     if (cq.fail_polls_ != 0) {
       --cq.fail_polls_;
       ++cq.stats_.failed_polls;
