@@ -921,13 +921,13 @@ TEST(CoreLoopFake, CloseWhoseDrainMarkerNeverPostsStillWaitsForTheDevice) {
   c.qp().clear_faults();
 }
 
-// EXPECTS THE CORRECT BEHAVIOUR, FAILS TODAY (reported to the lead): core_resources.cpp CoreResources::create
-// sizes the CQ for rx_per_conn + tx_per_conn + 1 CQEs per connection, but a connection's SQ is
-// send_queue_depth() = tx_per_conn + 1 + kMaxFragments deep: a chunk's RDMA work requests come on top, and a
-// flush gives every posted work request a CQE, signaled or not. One connection with its answers and a
+// The CQ holds every completion a connection can have outstanding: its receives and its whole send queue
+// (send_queue_depth() = tx_per_conn + 1 + kMaxFragments: a chunk's RDMA work requests come on top of the
+// messages, and a flush gives every posted work request a CQE, signaled or not). Sized for rx + tx + 1, it
+// overflowed: One connection with its answers and a
 // 16-fragment GET on the device, closed: 8 receives + 5 answers + 16 WRITEs + 1 completion + the drain
 // marker = 31 CQEs in a CQ of 25 (a real device reports a CQ overrun: every QP on it goes to ERR).
-TEST(CoreLoopFake, DISABLED_CqHoldsEveryCompletionAConnectionCanHaveOutstanding) {
+TEST(CoreLoopFake, CqHoldsEveryCompletionAConnectionCanHaveOutstanding) {
   FakeDevice dev;
   StoreArena arena(dev);
   ObjectService svc(arena.config());
