@@ -924,9 +924,9 @@ TEST(CoreLoopFake, CloseWhoseDrainMarkerNeverPostsStillWaitsForTheDevice) {
 // The CQ holds every completion a connection can have outstanding: its receives and its whole send queue
 // (send_queue_depth() = tx_per_conn + 1 + kMaxFragments: a chunk's RDMA work requests come on top of the
 // messages, and a flush gives every posted work request a CQE, signaled or not). Sized for rx + tx + 1, it
-// overflowed: One connection with its answers and a
-// 16-fragment GET on the device, closed: 8 receives + 5 answers + 16 WRITEs + 1 completion + the drain
-// marker = 31 CQEs in a CQ of 25 (a real device reports a CQ overrun: every QP on it goes to ERR).
+// overflowed: one connection with its answers and a 16-fragment GET on the device, closed: 8 receives + 5
+// answers + 16 WRITEs + 1 completion + the drain marker = 31 CQEs in a CQ of 25 (a real device reports a CQ
+// overrun: every QP on it goes to ERR).
 TEST(CoreLoopFake, CqHoldsEveryCompletionAConnectionCanHaveOutstanding) {
   FakeDevice dev;
   StoreArena arena(dev);
