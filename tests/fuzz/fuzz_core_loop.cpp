@@ -45,18 +45,7 @@
 #include "services/storage/memory/store.hpp"
 #include "tests/engine/fake_backend.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
-
-namespace rdmagate::store {
-// The store's private accounting (tests/services/storage/memory/store_test_util.hpp has the same peer, but
-// pulls in gtest).
-class StoreTestPeer {
- public:
-  static uint64_t allocator_free_bytes(const Store& s) { return s.allocator_.free_bytes(); }
-  static uint64_t arena_bytes(const Store& s) { return s.allocator_.arena_bytes(); }
-  static uint32_t descriptor_count(const Store& s) { return s.descriptor_count_; }
-  static uint32_t free_descriptors(const Store& s) { return s.count_free_descriptors(); }
-};
-}  // namespace rdmagate::store
+#include "tests/services/storage/memory/store_test_peer.hpp"
 
 namespace {
 

@@ -1,5 +1,5 @@
-// Shared helpers of the store tests: heap regions standing in for EAL hugepage memory, value patterns and
-// a friend peer that reads the store's private accounting.
+// Shared helpers of the store tests: heap regions standing in for EAL hugepage memory, value patterns, and
+// the friend peer that reads the store's private accounting (store_test_peer.hpp).
 #pragma once
 
 #include <cstddef>
@@ -12,17 +12,9 @@
 #include <gtest/gtest.h>
 
 #include "services/storage/memory/store.hpp"
+#include "tests/services/storage/memory/store_test_peer.hpp"
 
 namespace rdmagate::store {
-
-class StoreTestPeer {
- public:
-  static uint64_t allocator_free_bytes(const Store& s) { return s.allocator_.free_bytes(); }
-  static uint64_t arena_bytes(const Store& s) { return s.allocator_.arena_bytes(); }
-  static uint32_t descriptor_count(const Store& s) { return s.descriptor_count_; }
-  static uint32_t free_descriptors(const Store& s) { return s.count_free_descriptors(); }  // quiescent only
-  static uint32_t refs(const Store& s, uint32_t token) { return s.refs_of(token); }
-};
 
 namespace test {
 
