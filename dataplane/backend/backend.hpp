@@ -98,6 +98,7 @@ class BackendMr {
 
 enum class BackendKind : std::uint8_t {
   kVerbs = 0,  // generic libibverbs: every device
+  kMlx5 = 1,   // mlx5 direct verbs: WQEs and CQEs built and parsed by the core (ConnectX, BlueField)
 };
 
 // Setup half of a backend (control thread only).

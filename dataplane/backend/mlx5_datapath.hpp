@@ -1,0 +1,414 @@
+#pragma once
+// Hot path of the mlx5 direct-verbs backend: the core writes WQEs into the send and receive queues' memory,
+// updates the doorbell records and rings the doorbell itself, and parses 64-byte CQEs itself (UCX rc_mlx5,
+// SPDK's mlx5 layer). No libibverbs or libmlx5 call here; the rings come from mlx5dv_init_obj at setup
+// (mlx5_setup.cpp on a NIC, the simulated NIC in tests/engine/sim_mlx5.* on the host). Layouts and constants
+// are infiniband/mlx5dv.h's; every multi-byte field the NIC reads or writes is big-endian.
+//
+// What one work request becomes (sizes in 16-byte data segments, "ds"; a WQE takes ceil(ds / 4) 64-byte
+// basic blocks, "BBs", and may wrap from the end of the SQ to its start):
+//   SEND gathered      ctrl | data                   ds 2 (1 when the length is 0: the drain marker)
+//   SEND inline n      ctrl | inline hdr + n bytes   ds 1 + ceil((4 + n) / 16)  (1 when n is 0)
+//   RDMA READ/WRITE    ctrl | raddr | data           ds 3 (2 when the length is 0)
+//   receive            data [| invalid-lkey terminator when the RQ stride holds more than one segment]
+// Flush: receives first (a credit never goes out ahead of its buffer), each queue's doorbell record once, and
+// one 8-byte doorbell write (the newest WQE's first 8 bytes) to the UAR for all sends of the turn.
+// Poll: owner bit against the consumer index's wrap, read barrier, decode; the CQ's doorbell record once
+// per burst. Every function here runs on the owning core; setup only fills the fields.
+
+#include <endian.h>
+#include <infiniband/mlx5dv.h>
+#include <infiniband/verbs.h>  // ibv_wc_status: what an error CQE's syndrome means, as the verbs backend says
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "dataplane/backend/backend.hpp"
+#include "dataplane/backend/mlx5_barriers.hpp"
+
+struct ibv_context;
+struct ibv_pd;
+
+namespace rdmagate::dataplane {
+
+namespace mlx5 {
+// The CQ doorbell record's consumer-index word (rdma-core's private mlx5.h: MLX5_CQ_SET_CI; mlx5dv.h does
+// not name it). The next word arms the CQ for an event, which a polled core never does.
+inline constexpr int kCqSetCi = 0;
+}  // namespace mlx5
+
+class Mlx5Cq;
+
+// Not final: the setup half derives its own (the real one destroys the verbs QP in its destructor).
+class Mlx5Qp : public BackendQp {
+ public:
+  ~Mlx5Qp() override;  // leaves its CQ's table
+
+  // ---- from mlx5dv_init_obj (or the simulated NIC), fixed after setup ----
+  std::uint8_t* sq_buf = nullptr;
+  std::uint32_t sq_wqe_cnt = 0;  // basic blocks, a power of two
+  std::uint8_t* rq_buf = nullptr;
+  std::uint32_t rq_wqe_cnt = 0;  // receive WQEs, a power of two
+  std::uint32_t rq_stride_shift = 4;
+  volatile std::uint32_t* dbrec = nullptr;  // [MLX5_RCV_DBR], [MLX5_SND_DBR], big-endian
+  std::uint8_t* bf_reg = nullptr;           // the UAR doorbell register (BlueFlame buffer 0)
+  std::uint32_t bf_size = 0;                // 0: one register (no alternation)
+  std::uint32_t max_inline = 0;             // bytes an inline SEND carries (granted at creation)
+  std::uint32_t qpn_shifted = 0;            // qp_num << 8: ctrl.qpn_ds without the ds count
+  Mlx5Cq* cq = nullptr;                     // where this QP's completions go (its table names it)
+
+  // ---- send queue state (core) ----
+  std::uint32_t sq_pi = 0;       // producer index, BBs (the WQE counter the NIC sees is its low 16 bits)
+  std::uint16_t sq_ci = 0;       // BBs the NIC is done with: behind the newest WQE a polled CQE named
+  std::uint32_t sq_rung = 0;     // sq_pi at the last doorbell
+  std::uint8_t* last_ctrl = nullptr;  // the newest staged WQE, whose first 8 bytes the doorbell carries
+  std::uint32_t bf_offset = 0;
+  std::vector<std::uint64_t> sq_wrid;  // by WQE start BB: what the core staged it with
+  std::vector<std::uint16_t> sq_bbs;   // by WQE start BB: its length in BBs
+  // ---- receive queue state (core) ----
+  std::uint32_t rq_head = 0;  // receives written
+  std::uint32_t rq_tail = 0;  // receives completed (in order: no SRQ)
+  std::uint32_t rq_rung = 0;  // rq_head at the last doorbell record update
+  std::vector<std::uint64_t> rq_wrid;
+  // Staged beyond the rings (a sizing bug): never written, reported as unposted by the next flush.
+  std::uint32_t sends_dropped = 0, recvs_dropped = 0;
+  std::uint64_t doorbells = 0;  // UAR writes: one per flush that staged a send
+};
+
+// The QPs whose completions a CQ carries, by QP number: an open-addressing table that control fills (QP
+// creation, before the first receive is posted) and empties (QP destruction, after CLOSED) while the core
+// reads it. Entries are single pointers published with release; a removed entry becomes a tombstone so the
+// probe sequence of every other QP stays intact. Capacity is fixed at setup (twice the QPs the CQ serves).
+class Mlx5QpTable {
+ public:
+  explicit Mlx5QpTable(std::uint32_t max_qps);
+  bool insert(Mlx5Qp* q) noexcept;  // control; false when full
+  void erase(Mlx5Qp* q) noexcept;   // control
+  Mlx5Qp* find_st(std::uint32_t qpn) const noexcept {
+    for (std::uint32_t i = hash(qpn), n = 0; n <= mask_; i = (i + 1) & mask_, ++n) {
+      Mlx5Qp* q = slots_[i].load(std::memory_order_acquire);
+      if (q == nullptr) return nullptr;
+      if (q != tombstone() && q->qp_num == qpn) return q;
+    }
+    return nullptr;
+  }
+
+ private:
+  static Mlx5Qp* tombstone() noexcept { return reinterpret_cast<Mlx5Qp*>(alignof(Mlx5Qp)); }
+  std::uint32_t hash(std::uint32_t qpn) const noexcept { return (qpn * 2654435761u >> 8) & mask_; }
+  std::unique_ptr<std::atomic<Mlx5Qp*>[]> slots_;
+  std::uint32_t mask_ = 0;
+};
+
+class Mlx5Cq : public BackendCq {
+ public:
+  explicit Mlx5Cq(std::uint32_t max_qps) : qps(max_qps) {}
+
+  // ---- from mlx5dv_init_obj (or the simulated NIC) ----
+  std::uint8_t* buf = nullptr;  // cqe_cnt 64-byte CQEs
+  std::uint32_t cqe_cnt = 0;    // a power of two
+  volatile std::uint32_t* dbrec = nullptr;  // [mlx5::kCqSetCi], big-endian, 24 bits
+  Mlx5QpTable qps;
+  // ---- core ----
+  std::uint32_t ci = 0;  // consumer index: CQEs taken
+  struct Stats {
+    std::uint64_t unknown_qp = 0;      // a CQE naming no QP of this CQ (taken and dropped)
+    std::uint64_t unknown_opcode = 0;  // a CQE of a kind this backend never asks for (taken and dropped)
+    std::uint64_t inline_scatter = 0;  // receives whose bytes the NIC put into the CQE
+  } stats;
+};
+
+inline Mlx5QpTable::Mlx5QpTable(std::uint32_t max_qps) {
+  std::uint32_t cap = 16;
+  while (cap < 2 * max_qps) cap <<= 1;
+  slots_ = std::make_unique<std::atomic<Mlx5Qp*>[]>(cap);
+  for (std::uint32_t i = 0; i < cap; ++i) slots_[i].store(nullptr, std::memory_order_relaxed);
+  mask_ = cap - 1;
+}
+
+inline bool Mlx5QpTable::insert(Mlx5Qp* q) noexcept {
+  for (std::uint32_t i = hash(q->qp_num), n = 0; n <= mask_; i = (i + 1) & mask_, ++n) {
+    Mlx5Qp* cur = slots_[i].load(std::memory_order_relaxed);
+    if (cur == nullptr || cur == tombstone()) {
+      slots_[i].store(q, std::memory_order_release);
+      return true;
+    }
+  }
+  return false;
+}
+
+inline void Mlx5QpTable::erase(Mlx5Qp* q) noexcept {
+  for (std::uint32_t i = hash(q->qp_num), n = 0; n <= mask_; i = (i + 1) & mask_, ++n) {
+    Mlx5Qp* cur = slots_[i].load(std::memory_order_relaxed);
+    if (cur == nullptr) return;
+    if (cur == q) {
+      slots_[i].store(tombstone(), std::memory_order_release);
+      return;
+    }
+  }
+}
+
+inline Mlx5Qp::~Mlx5Qp() {
+  if (cq != nullptr) cq->qps.erase(this);
+}
+
+// What an error CQE's syndrome means, in the verbs backend's terms (rdma-core providers/mlx5/cq.c).
+inline ibv_wc_status mlx5_syndrome_status(std::uint8_t syndrome) noexcept {
+  switch (syndrome) {
+    case MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR: return IBV_WC_LOC_LEN_ERR;
+    case MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR: return IBV_WC_LOC_QP_OP_ERR;
+    case MLX5_CQE_SYNDROME_LOCAL_PROT_ERR: return IBV_WC_LOC_PROT_ERR;
+    case MLX5_CQE_SYNDROME_WR_FLUSH_ERR: return IBV_WC_WR_FLUSH_ERR;
+    case MLX5_CQE_SYNDROME_MW_BIND_ERR: return IBV_WC_MW_BIND_ERR;
+    case MLX5_CQE_SYNDROME_BAD_RESP_ERR: return IBV_WC_BAD_RESP_ERR;
+    case MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR: return IBV_WC_LOC_ACCESS_ERR;
+    case MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR: return IBV_WC_REM_INV_REQ_ERR;
+    case MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR: return IBV_WC_REM_ACCESS_ERR;
+    case MLX5_CQE_SYNDROME_REMOTE_OP_ERR: return IBV_WC_REM_OP_ERR;
+    case MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR: return IBV_WC_RETRY_EXC_ERR;
+    case MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR: return IBV_WC_RNR_RETRY_EXC_ERR;
+    case MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR: return IBV_WC_REM_ABORT_ERR;
+    default: return IBV_WC_GENERAL_ERR;
+  }
+}
+
+struct Mlx5Backend {
+  using Qp = Mlx5Qp;
+  using Cq = Mlx5Cq;
+  static constexpr BackendKind kKind = BackendKind::kMlx5;
+  static constexpr const char* kName = "mlx5dv";
+  static bool supports(ibv_context* ctx) noexcept;  // mlx5dv_is_supported (mlx5_setup.cpp)
+  static std::unique_ptr<DeviceBackend> make_device(ibv_context* ctx, ibv_pd* pd);
+  static std::optional<std::uint32_t> probe_max_inline(ibv_context* ctx, std::uint32_t want);
+  static constexpr int kMaxPoll = 64;
+
+  static void stage_recv_st(Qp& q, std::uint64_t wr_id, Segment s) noexcept {
+    if (q.recvs_dropped != 0 || q.rq_head - q.rq_tail >= q.rq_wqe_cnt) [[unlikely]] {
+      ++q.recvs_dropped;
+      return;
+    }
+    const std::uint32_t idx = q.rq_head & (q.rq_wqe_cnt - 1);
+    auto* d = reinterpret_cast<mlx5_wqe_data_seg*>(q.rq_buf + (std::size_t{idx} << q.rq_stride_shift));
+    d->byte_count = htobe32(s.len);
+    d->lkey = htobe32(s.lkey);
+    d->addr = htobe64(s.addr);
+    if (q.rq_stride_shift > 4) {  // room for more segments: the NIC stops at an invalid lkey
+      d[1].byte_count = 0;
+      d[1].lkey = htobe32(MLX5_INVALID_LKEY);
+      d[1].addr = 0;
+    }
+    q.rq_wrid[idx] = wr_id;
+    ++q.rq_head;
+  }
+
+  // A SEND of `s` (len 0: a control segment alone, as for the drain marker). Inline when asked and the
+  // bytes fit what the QP was granted; gathered otherwise (the segment is registered either way).
+  static void stage_send_st(Qp& q, std::uint64_t wr_id, Segment s, unsigned flags) noexcept {
+    const bool inl = (flags & kSendInline) != 0 && s.len != 0 && s.len <= q.max_inline;
+    const std::uint32_t ds = s.len == 0 ? 1 : inl ? 1 + (4 + s.len + 15) / 16 : 2;
+    std::uint8_t* w = begin_wqe(q, wr_id, ds);
+    if (w == nullptr) [[unlikely]] return;
+    std::uint8_t* seg = w + sizeof(mlx5_wqe_ctrl_seg);
+    if (inl) {
+      // The inline header is in the first BB with the control segment; the bytes may run past the SQ's end.
+      const std::uint32_t hdr = htobe32(s.len | MLX5_INLINE_SEG);
+      std::memcpy(seg, &hdr, sizeof(hdr));
+      copy_wrapping(q, seg + sizeof(hdr), reinterpret_cast<const std::uint8_t*>(s.addr), s.len);
+    } else if (s.len != 0) {
+      set_data(seg, s);
+    }
+    end_wqe(q, w, MLX5_OPCODE_SEND, ds, flags);
+  }
+
+  // One RDMA READ (remote -> local) or WRITE (local -> remote) of one fragment.
+  static void stage_rdma_st(Qp& q, RdmaOp op, std::uint64_t wr_id, Segment local, std::uint64_t remote_addr,
+                            std::uint32_t rkey, unsigned flags) noexcept {
+    const std::uint32_t ds = local.len != 0 ? 3 : 2;
+    std::uint8_t* w = begin_wqe(q, wr_id, ds);
+    if (w == nullptr) [[unlikely]] return;
+    auto* r = reinterpret_cast<mlx5_wqe_raddr_seg*>(w + sizeof(mlx5_wqe_ctrl_seg));
+    r->raddr = htobe64(remote_addr);
+    r->rkey = htobe32(rkey);
+    r->reserved = 0;
+    if (local.len != 0) set_data(reinterpret_cast<std::uint8_t*>(r + 1), local);
+    end_wqe(q, w, op == RdmaOp::kRead ? MLX5_OPCODE_RDMA_READ : MLX5_OPCODE_RDMA_WRITE, ds,
+            flags & kSendSignaled);
+  }
+
+  // Receives first, then sends, as the verbs backend does. Nothing here can fail: what did not fit the
+  // rings was never written and comes back as the unposted tail.
+  static FlushResult flush_st(Qp& q) noexcept {
+    FlushResult r;
+    if (q.rq_head != q.rq_rung) {
+      mlx5::to_device();  // the receive WQEs before the record that hands them over
+      q.dbrec[MLX5_RCV_DBR] = htobe32(q.rq_head & 0xffff);
+      q.rq_rung = q.rq_head;
+    }
+    if (q.sq_pi != q.sq_rung) {
+      mlx5::to_device();  // the WQEs before the record and the doorbell
+      q.dbrec[MLX5_SND_DBR] = htobe32(q.sq_pi & 0xffff);
+      mlx5::wc_start();  // the record before the UAR write
+      std::uint64_t first8;
+      std::memcpy(&first8, q.last_ctrl, sizeof(first8));
+      *reinterpret_cast<volatile std::uint64_t*>(q.bf_reg + q.bf_offset) = first8;
+      mlx5::flush_writes();  // out of the write-combining buffer before anything else, and alone
+      q.bf_offset ^= q.bf_size;
+      q.sq_rung = q.sq_pi;
+      ++q.doorbells;
+    }
+    r.recv_unposted = std::exchange(q.recvs_dropped, 0);
+    r.send_unposted = std::exchange(q.sends_dropped, 0);
+    return r;
+  }
+
+  // Up to n (<= kMaxPoll) completions. Never < 0: a CQE this backend cannot place is counted and dropped.
+  static int poll_st(Cq& cq, Completion* out, int n) noexcept {
+    const int want = n < kMaxPoll ? n : kMaxPoll;
+    int got = 0;
+    std::uint32_t taken = 0;
+    while (got < want) {
+      const std::uint32_t ci = cq.ci + taken;
+      const auto* cqe = reinterpret_cast<const mlx5_cqe64*>(cq.buf + (std::size_t{ci & (cq.cqe_cnt - 1)} << 6));
+      const std::uint8_t op_own = cqe->op_own;
+      const std::uint8_t opcode = op_own >> 4;
+      // The NIC's entry for this lap: a valid opcode and the owner bit of the lap (ci / cqe_cnt) parity.
+      if (opcode == MLX5_CQE_INVALID || ((op_own & MLX5_CQE_OWNER_MASK) ^ ((ci & cq.cqe_cnt) != 0 ? 1 : 0)) != 0) {
+        break;
+      }
+      mlx5::from_device();  // the rest of the entry only after its owner bit
+      ++taken;
+      if (decode(cq, *cqe, op_own, out[got])) ++got;
+    }
+    if (taken != 0) {
+      cq.ci += taken;
+      cq.dbrec[mlx5::kCqSetCi] = htobe32(cq.ci & 0xffffff);
+    }
+    return got;
+  }
+
+ private:
+  // The control segment's place for a WQE of ds segments, its bookkeeping done; nullptr (and counted) when
+  // it would overwrite a WQE the NIC has not finished with, or an earlier one of this turn was dropped (what
+  // is dropped is always the tail, as FlushResult promises, even when a smaller WQE would still fit).
+  static std::uint8_t* begin_wqe(Qp& q, std::uint64_t wr_id, std::uint32_t ds) noexcept {
+    const std::uint32_t bbs = (ds + 3) / 4;
+    const std::uint16_t used = static_cast<std::uint16_t>(static_cast<std::uint16_t>(q.sq_pi) - q.sq_ci);
+    if (q.sends_dropped != 0 || used + bbs > q.sq_wqe_cnt) [[unlikely]] {
+      ++q.sends_dropped;
+      return nullptr;
+    }
+    const std::uint32_t idx = q.sq_pi & (q.sq_wqe_cnt - 1);
+    q.sq_wrid[idx] = wr_id;
+    q.sq_bbs[idx] = static_cast<std::uint16_t>(bbs);
+    return q.sq_buf + (std::size_t{idx} << 6);
+  }
+
+  static void end_wqe(Qp& q, std::uint8_t* w, std::uint32_t opcode, std::uint32_t ds, unsigned flags) noexcept {
+    auto* c = reinterpret_cast<mlx5_wqe_ctrl_seg*>(w);
+    c->opmod_idx_opcode = htobe32(((q.sq_pi & 0xffff) << 8) | opcode);
+    c->qpn_ds = htobe32(q.qpn_shifted | ds);
+    c->signature = 0;
+    c->dci_stream_channel_id = 0;
+    c->fm_ce_se = (flags & kSendSignaled) != 0 ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
+    c->imm = 0;
+    q.last_ctrl = w;
+    q.sq_pi += (ds + 3) / 4;
+  }
+
+  static void set_data(std::uint8_t* seg, Segment s) noexcept {
+    auto* d = reinterpret_cast<mlx5_wqe_data_seg*>(seg);
+    d->byte_count = htobe32(s.len);
+    d->lkey = htobe32(s.lkey);
+    d->addr = htobe64(s.addr);
+  }
+
+  // n bytes to `dst` inside the SQ, continuing at the SQ's start past its end.
+  static void copy_wrapping(Qp& q, std::uint8_t* dst, const std::uint8_t* src, std::uint32_t n) noexcept {
+    std::uint8_t* const end = q.sq_buf + (std::size_t{q.sq_wqe_cnt} << 6);
+    const std::size_t room = static_cast<std::size_t>(end - dst);
+    if (n <= room) [[likely]] {
+      std::memcpy(dst, src, n);
+      return;
+    }
+    std::memcpy(dst, src, room);
+    std::memcpy(q.sq_buf, src + room, n - room);
+  }
+
+  // One CQE into out; false when it names nothing this core posted (counted).
+  static bool decode(Cq& cq, const mlx5_cqe64& cqe, std::uint8_t op_own, Completion& out) noexcept {
+    Qp* q = cq.qps.find_st(be32toh(cqe.sop_drop_qpn) & 0xffffff);
+    if (q == nullptr) [[unlikely]] {
+      ++cq.stats.unknown_qp;
+      return false;
+    }
+    const std::uint8_t opcode = op_own >> 4;
+    switch (opcode) {
+      case MLX5_CQE_REQ: {
+        out.wr_id = sq_done(*q, be16toh(cqe.wqe_counter));
+        out.byte_len = be32toh(cqe.byte_cnt);
+        out.status = CompletionStatus::kOk;
+        out.device_status = IBV_WC_SUCCESS;
+        return true;
+      }
+      case MLX5_CQE_RESP_WR_IMM:
+      case MLX5_CQE_RESP_SEND:
+      case MLX5_CQE_RESP_SEND_IMM:
+      case MLX5_CQE_RESP_SEND_INV: {
+        const std::uint32_t idx = q->rq_tail & (q->rq_wqe_cnt - 1);
+        out.wr_id = q->rq_wrid[idx];
+        ++q->rq_tail;
+        out.byte_len = be32toh(cqe.byte_cnt);
+        out.status = CompletionStatus::kOk;
+        out.device_status = IBV_WC_SUCCESS;
+        // Scatter-to-CQE (on by default in rdma-core): a small message's bytes are in the CQE's first 32 bytes,
+        // not in the buffer; put them where the receive said, as the provider does.
+        if ((op_own & MLX5_INLINE_SCATTER_32) != 0) [[unlikely]] {
+          scatter_from_cqe(cq, *q, idx, cqe, out.byte_len);
+        }
+        return true;
+      }
+      case MLX5_CQE_REQ_ERR:
+      case MLX5_CQE_RESP_ERR: {
+        const auto& e = reinterpret_cast<const mlx5_err_cqe&>(cqe);
+        if (opcode == MLX5_CQE_REQ_ERR) {
+          out.wr_id = sq_done(*q, be16toh(cqe.wqe_counter));
+        } else {
+          out.wr_id = q->rq_wrid[q->rq_tail & (q->rq_wqe_cnt - 1)];
+          ++q->rq_tail;
+        }
+        out.byte_len = 0;
+        out.device_status = mlx5_syndrome_status(e.syndrome);
+        out.status = e.syndrome == MLX5_CQE_SYNDROME_WR_FLUSH_ERR ? CompletionStatus::kFlushed
+                                                                   : CompletionStatus::kError;
+        return true;
+      }
+      default:
+        ++cq.stats.unknown_opcode;
+        return false;
+    }
+  }
+
+  // The send WQE starting at `counter` completed (it and, unsignaled, every one before it): its wr_id, and
+  // the SQ space up to its end is free again.
+  static std::uint64_t sq_done(Qp& q, std::uint16_t counter) noexcept {
+    const std::uint32_t idx = counter & (q.sq_wqe_cnt - 1);
+    q.sq_ci = static_cast<std::uint16_t>(counter + q.sq_bbs[idx]);
+    return q.sq_wrid[idx];
+  }
+
+  static void scatter_from_cqe(Cq& cq, Qp& q, std::uint32_t idx, const mlx5_cqe64& cqe,
+                               std::uint32_t len) noexcept {
+    ++cq.stats.inline_scatter;
+    const auto* d = reinterpret_cast<const mlx5_wqe_data_seg*>(q.rq_buf + (std::size_t{idx} << q.rq_stride_shift));
+    const std::uint32_t room = be32toh(d->byte_count);
+    const std::uint32_t n = len < 32 ? len : 32;
+    std::memcpy(reinterpret_cast<void*>(be64toh(d->addr)), &cqe, n < room ? n : room);
+  }
+};
+
+}  // namespace rdmagate::dataplane
