@@ -27,7 +27,7 @@ std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreC
   // signaled or not, and a slot's send queue holds its messages, a chunk's RDMA work requests and the drain
   // marker (send_queue_depth).
   const int cqe = static_cast<int>(cfg.max_conns * (cfg.rx_per_conn + send_queue_depth(cfg)));
-  c->cq_ = backend.create_cq(cqe, error);
+  c->cq_ = backend.create_cq(cqe, cfg.max_conns, error);
   if (c->cq_ == nullptr) return nullptr;
   const std::size_t bytes = c->slot_bytes() * cfg.max_conns;
   c->region_ = HugeBuffer::allocate(bytes, cfg.socket, 4096, error, cfg.memory);

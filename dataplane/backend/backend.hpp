@@ -107,8 +107,9 @@ class DeviceBackend {
   virtual ~DeviceBackend() = default;
   virtual BackendKind kind() const noexcept = 0;
   virtual const char* name() const noexcept = 0;
-  // A CQ of at least `cqe` entries, busy-polled (no completion channel). nullptr and *error on failure.
-  virtual std::unique_ptr<BackendCq> create_cq(int cqe, std::string* error) = 0;
+  // A CQ of at least `cqe` entries for the completions of at most `max_qps` QPs, busy-polled (no completion
+  // channel). nullptr and *error on failure.
+  virtual std::unique_ptr<BackendCq> create_cq(int cqe, std::uint32_t max_qps, std::string* error) = 0;
   // Registers [addr, addr + len) with IBV_ACCESS_* flags `access`. nullptr and *error on failure.
   virtual std::unique_ptr<BackendMr> register_memory(void* addr, std::size_t len, int access,
                                                      std::string* error) = 0;

@@ -59,7 +59,7 @@ class VerbsDevice final : public DeviceBackend {
   BackendKind kind() const noexcept override { return BackendKind::kVerbs; }
   const char* name() const noexcept override { return "verbs"; }
 
-  std::unique_ptr<BackendCq> create_cq(int cqe, std::string* error) override {
+  std::unique_ptr<BackendCq> create_cq(int cqe, std::uint32_t, std::string* error) override {
     auto cq = std::make_unique<VerbsCq>();
     cq->cq = ibv_create_cq(ctx_, cqe, nullptr, nullptr, 0);
     if (cq->cq == nullptr) {

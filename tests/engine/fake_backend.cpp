@@ -102,7 +102,7 @@ FakeDevice::~FakeDevice() {
   for (FakeCq* c : cqs_) c->dev_ = nullptr;
 }
 
-std::unique_ptr<BackendCq> FakeDevice::create_cq(int cqe, std::string* error) {
+std::unique_ptr<BackendCq> FakeDevice::create_cq(int cqe, std::uint32_t, std::string* error) {
   if (cqe <= 0) {
     *error = "fake create_cq: " + std::to_string(cqe) + " entries";
     return nullptr;

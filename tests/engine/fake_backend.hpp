@@ -201,7 +201,7 @@ class FakeDevice final : public DeviceBackend {
   // ---- DeviceBackend ----
   BackendKind kind() const noexcept override { return kFakeKind; }
   const char* name() const noexcept override { return "fake"; }
-  std::unique_ptr<BackendCq> create_cq(int cqe, std::string* error) override;
+  std::unique_ptr<BackendCq> create_cq(int cqe, std::uint32_t max_qps, std::string* error) override;
   std::unique_ptr<BackendMr> register_memory(void* addr, std::size_t len, int access,
                                              std::string* error) override;
   // `id` is ignored (there is no rdma_cm here); the grant is what was asked, inline capped by max_inline.
