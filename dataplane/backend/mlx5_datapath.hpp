@@ -21,6 +21,7 @@
 #include <infiniband/verbs.h>  // ibv_wc_status: what an error CQE's syndrome means, as the verbs backend says
 
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -112,7 +113,6 @@ class Mlx5Cq : public BackendCq {
   // ---- from mlx5dv_init_obj (or the simulated NIC) ----
   std::uint8_t* buf = nullptr;  // cqe_cnt 64-byte CQEs
   std::uint32_t cqe_cnt = 0;    // a power of two
-  std::uint32_t cqe_shift = 0;  // log2(cqe_cnt): the consumer index's lap is ci >> cqe_shift
   volatile std::uint32_t* dbrec = nullptr;  // [mlx5::kCqSetCi], big-endian, 24 bits
   Mlx5QpTable qps;
   // ---- core ----
@@ -276,7 +276,7 @@ struct Mlx5Backend {
     // Locals: the stores into out[] and into the QPs' rings may alias the CQ's fields for the compiler.
     const std::uint8_t* const buf = cq.buf;
     const std::uint32_t mask = cq.cqe_cnt - 1;
-    const std::uint32_t shift = cq.cqe_shift;
+    const int shift = std::countr_zero(cq.cqe_cnt);  // the consumer index's lap is ci >> shift
     // The QP of the previous CQE of this burst: consecutive CQEs mostly share one. Safe to keep for the
     // burst: control destroys a QP only after the core reported it CLOSED, which happens after this returns.
     Qp* last = nullptr;

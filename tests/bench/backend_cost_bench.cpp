@@ -54,7 +54,6 @@ struct Mlx5Rig {
     for (std::uint32_t i = 0; i < 1024; ++i) cqbuf[i * 64 + 63] = MLX5_CQE_INVALID << 4;
     cq.buf = cqbuf.data();
     cq.cqe_cnt = 1024;
-    cq.cqe_shift = 10;
     cq.dbrec = cq_db;
     qp.qp_num = 0x1234;
     qp.qpn_shifted = qp.qp_num << 8;
