@@ -34,6 +34,8 @@ std::string_view toString(DataplaneBackend v) noexcept {
       return "auto";
     case DataplaneBackend::kVerbs:
       return "verbs";
+    case DataplaneBackend::kMlx5dv:
+      return "mlx5dv";
   }
   return "?";
 }

@@ -58,8 +58,9 @@ enum class IdlePolicy : std::uint8_t {
 
 // The device backend the cores run (dataplane/backend/).
 enum class DataplaneBackend : std::uint8_t {
-  kAuto,   // the most direct backend that supports the device (verbs until mlx5dv lands)
-  kVerbs,  // generic libibverbs: every device
+  kAuto,    // the most direct backend that supports the device: mlx5dv on an mlx5 NIC, verbs otherwise
+  kVerbs,   // generic libibverbs: every device
+  kMlx5dv,  // mlx5 direct verbs (the core writes WQEs, parses CQEs): mlx5 NICs only, else an error at start
 };
 
 enum class StoreBackend : std::uint8_t {

@@ -662,9 +662,11 @@ class Table {
     add<UnsignedKey<P, std::uint32_t>>(&Config::dataplane, &P::idle_yield_after, "dataplane.idle_yield_after",
                                        "polls", 1u, 1000000u, R,
                                        "idle_policy yield: empty polls in a row before a sched_yield");
-    add<EnumKey<P, DataplaneBackend>>(&Config::dataplane, &P::backend, "dataplane.backend",
-                                      std::vector<DataplaneBackend>{DataplaneBackend::kAuto, DataplaneBackend::kVerbs},
-                                      R, "device backend of the cores (auto: the most direct one the device supports)");
+    add<EnumKey<P, DataplaneBackend>>(
+        &Config::dataplane, &P::backend, "dataplane.backend",
+        std::vector<DataplaneBackend>{DataplaneBackend::kAuto, DataplaneBackend::kVerbs,
+                                      DataplaneBackend::kMlx5dv},
+        R, "device backend of the cores (auto: mlx5dv on an mlx5 NIC, verbs otherwise)");
 
     add<UnsignedKey<Pr, std::uint32_t>>(&Config::protocol, &Pr::keepalive_ms, "protocol.keepalive_ms", "ms",
                                         10u, 3600000u, L, "idle time before a keepalive");

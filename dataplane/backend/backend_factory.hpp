@@ -1,7 +1,8 @@
 #pragma once
 // The one place a device backend is chosen (setup, control thread). Every backend the engine can run is an
 // entry of `Backends`, in order of preference for `auto`; a backend is its own files (a datapath struct
-// with a setup half) plus one entry here. Each datapath struct B provides:
+// with a setup half) plus one entry here (and a detail::kNeeds line when it drives only some devices). Each
+// datapath struct B provides:
 //   B::kKind, B::kName                         its identity (config value dataplane.backend)
 //   B::supports(ibv_context*)                  whether it can drive this device
 //   B::make_device(ibv_context*, ibv_pd*)      its DeviceBackend (backend.hpp)
@@ -18,6 +19,7 @@
 #include <utility>
 
 #include "dataplane/backend/backend.hpp"
+#include "dataplane/backend/mlx5_datapath.hpp"
 #include "dataplane/backend/verbs_datapath.hpp"
 #include "dataplane/core_loop.hpp"
 #include "dataplane/core_runner.hpp"
@@ -27,31 +29,55 @@ namespace rdmagate::dataplane {
 template <typename... B>
 struct BackendList {};
 
-using Backends = BackendList<VerbsBackend>;
+// mlx5dv first: on an mlx5 NIC `auto` takes the direct path; every other device (rxe among them) gets verbs.
+using Backends = BackendList<Mlx5Backend, VerbsBackend>;
 
 namespace detail {
+
+// What a backend needs of a device, for the error when it is named and the device is not that: an operator
+// who set it by hand learns why, not only that it failed. Empty: any device (verbs).
+template <typename B>
+inline constexpr const char* kNeeds = "";
+template <>
+inline constexpr const char* kNeeds<Mlx5Backend> =
+    "an mlx5 NIC (ConnectX or BlueField, driven by rdma-core's mlx5 provider)";
 
 // Calls fn.template operator()<B>() for the backend `name` names ("auto": the first of the list that supports
 // the device). False and *error when there is none.
 template <typename Fn, typename... B>
 bool with_backend(BackendList<B...>, std::string_view name, ibv_context* ctx, std::string* error, Fn&& fn) {
   bool done = false;
-  std::string known;
+  const char* refused = nullptr;  // the backend named, which cannot drive this device
+  const char* refused_needs = "";
+  std::string known, usable;
   const bool any = name == "auto";
   const auto try_one = [&]<typename One>() {
     known += known.empty() ? One::kName : std::string(", ") + One::kName;
+    const bool supported = One::supports(ctx);
+    if (supported) usable += std::string(" or ") + One::kName;
     if (done || !(any || name == One::kName)) return;
-    if (One::supports(ctx)) {
+    if (supported) {
       fn.template operator()<One>();
       done = true;
     } else if (!any) {
-      *error = std::string("dataplane.backend ") + One::kName + " does not support device " +
-               ibv_get_device_name(ctx->device);
+      refused = One::kName;
+      refused_needs = kNeeds<One>;
     }
   };
   (try_one.template operator()<B>(), ...);
-  if (!done && error->empty()) *error = "dataplane.backend " + std::string(name) + ": unknown (auto, " + known + ")";
-  return done;
+  if (done) return true;
+  if (refused != nullptr) {
+    *error = std::string("dataplane.backend ") + refused + " cannot drive device " +
+             ibv_get_device_name(ctx->device);
+    if (*refused_needs != '\0') *error += std::string(": ") + refused + " needs " + refused_needs;
+    *error += "; set dataplane.backend to auto" + usable;
+  } else if (any) {
+    *error =
+        "dataplane.backend auto: none of " + known + " can drive device " + ibv_get_device_name(ctx->device);
+  } else {
+    *error = "dataplane.backend " + std::string(name) + ": unknown (auto, " + known + ")";
+  }
+  return false;
 }
 
 template <typename Service, typename... B>

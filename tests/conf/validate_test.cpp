@@ -283,6 +283,17 @@ TEST(Store, MemoryBackend) {
   EXPECT_THAT(errorsOf("store:\n  backend: memory\n"), IsEmpty());
 }
 
+// Every device backend's name is a valid value; whether the device can run it is checked at start, not here
+// (--check-config runs where there may be no device).
+TEST(Dataplane, Backend) {
+  for (const char* b : {"auto", "verbs", "mlx5dv"}) {
+    EXPECT_THAT(errorsOf(std::string("dataplane:\n  backend: ") + b + "\n"), IsEmpty()) << b;
+  }
+  EXPECT_THAT(errorsOf("dataplane:\n  backend: mlx5\n"),
+              ElementsAre("conf/x.yaml:2:3: dataplane.backend: \"mlx5\" is not one of auto, verbs, mlx5dv; did you "
+                          "mean \"mlx5dv\"?"));
+}
+
 // --- no cascades -----------------------------------------------------------------------------------------
 
 TEST(Cascade, ARejectedValueSkipsItsConsistencyChecks) {

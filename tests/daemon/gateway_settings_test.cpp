@@ -213,6 +213,8 @@ TEST(GatewaySettings, LoopKeys) {
 TEST(GatewaySettings, Backend) {
   EXPECT_EQ(plan().engine.backend, "auto");
   EXPECT_EQ(plan({"dataplane.backend=verbs"}).engine.backend, "verbs");
+  // Passed through by name: whether the device is an mlx5 NIC is the engine's check, at start.
+  EXPECT_EQ(plan({"dataplane.backend=mlx5dv"}).engine.backend, "mlx5dv");
 }
 
 TEST(GatewaySettings, IdlePolicy) {
