@@ -228,6 +228,7 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
   g->control_stats_ = std::make_unique<telemetry::CoreStats>();
   // rdmagate_build_info: the plain project version; its `commit` label carries the git describe.
   g->collector_ = std::make_shared<telemetry::StatsCollector>(RDMAGATE_VERSION, tsc_hz);
+  g->collector_->set_backend(g->engine_->backend_name(), std::string(conf::toString(cfg.dataplane.backend)));
   g->collector_->register_control(*g->control_stats_);
   std::vector<std::unique_ptr<CoreRunner>> runners;
   for (std::size_t i = 0; i < g->engine_->core_count(); ++i) {

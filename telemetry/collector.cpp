@@ -46,6 +46,12 @@ void StatsCollector::register_control(CoreStats& block) {
   control_.push_back(&block);
 }
 
+void StatsCollector::set_backend(std::string backend, std::string configured) {
+  const std::lock_guard lock(mutex_);
+  backend_ = std::move(backend);
+  backend_configured_ = std::move(configured);
+}
+
 std::vector<StatsCollector::CoreProgress> StatsCollector::core_progress() const {
   const std::lock_guard lock(mutex_);
   std::vector<CoreProgress> out;
@@ -70,6 +76,15 @@ std::vector<MetricFamily> StatsCollector::Collect() const {
     ClientMetric m;
     m.label.push_back({"version", version_});
     m.label.push_back({"commit", std::string(build_commit())});
+    m.gauge.value = 1;
+    f.metric.push_back(std::move(m));
+  }
+  if (!backend_.empty()) {
+    auto& f = family_for(out, kBackendInfoName, "Device backend the data-plane cores run; the value is always 1.",
+                         MetricType::Gauge);
+    ClientMetric m;
+    m.label.push_back({"backend", backend_});
+    m.label.push_back({"configured", backend_configured_});
     m.gauge.value = 1;
     f.metric.push_back(std::move(m));
   }

@@ -27,6 +27,9 @@ class StatsCollector final : public prometheus::Collectable {
   // A block written by a non-data-plane thread (rdma_cm control thread: accepts, rejects, async events).
   // It is added into summed metrics only: it has no `core` label and takes no part in health checks.
   void register_control(CoreStats& block);
+  // Setup: the device backend the cores run (its name, e.g. verbs) and what dataplane.backend asked for (auto
+  // or that name), published as rdmagate_dataplane_backend_info. Never called: no such series.
+  void set_backend(std::string backend, std::string configured);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -52,6 +55,7 @@ class StatsCollector final : public prometheus::Collectable {
   mutable std::mutex mutex_;
   std::vector<Entry> cores_;
   std::vector<CoreStats*> control_;
+  std::string backend_, backend_configured_;
 };
 
 }  // namespace rdmagate::telemetry

@@ -39,6 +39,8 @@ struct HistogramDesc {
 };
 
 inline constexpr std::string_view kBuildInfoName = "rdmagate_build_info";
+// Which device backend the cores run: chosen at start from the device, so not a build property.
+inline constexpr std::string_view kBackendInfoName = "rdmagate_dataplane_backend_info";
 inline constexpr std::string_view kCoreLabel = "core";
 
 // Rows in Stat order; rows of one family are contiguous (the collector relies on it, a test checks it).

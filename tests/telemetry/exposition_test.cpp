@@ -112,6 +112,8 @@ TEST(Exposition, SmallRegistryParses) {
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(info->value, 1);
   EXPECT_EQ(e.types.at("rdmagate_build_info"), "gauge");
+  // Until the daemon says which backend its cores run there is no series rather than a made-up one.
+  EXPECT_EQ(e.types.count("rdmagate_dataplane_backend_info"), 0u);
 
   EXPECT_EQ(e.types.at("rdmagate_poller_polls_total"), "counter");
   ASSERT_NE(find_sample(e, "rdmagate_poller_polls_total", {{"core", "0"}}), nullptr);
@@ -160,6 +162,22 @@ TEST(Exposition, SmallRegistryParses) {
     if (type == "counter") {
       EXPECT_TRUE(ends_with(name, "_total")) << name;
     }
+}
+
+TEST(Exposition, BackendInfo) {
+  StatsCollector c("1.2.3", 1'000'000'000);
+  c.set_backend("verbs", "auto");
+  std::ostringstream os;
+  prometheus::TextSerializer().Serialize(os, c.Collect());
+  const auto e = parse_exposition(os.str());
+  const auto* info = find_sample(e, "rdmagate_dataplane_backend_info", {{"backend", "verbs"}, {"configured", "auto"}});
+  ASSERT_NE(info, nullptr) << os.str();
+  EXPECT_EQ(info->value, 1);
+  EXPECT_EQ(e.types.at("rdmagate_dataplane_backend_info"), "gauge");
+  // Beside the build's series, which keeps its own labels (dashboards group by them).
+  EXPECT_NE(find_sample(e, "rdmagate_build_info",
+                        {{"version", "1.2.3"}, {"commit", std::string(StatsCollector::build_commit())}}),
+            nullptr);
 }
 
 }  // namespace
