@@ -80,8 +80,9 @@ std::vector<MetricFamily> StatsCollector::Collect() const {
     f.metric.push_back(std::move(m));
   }
   if (!backend_.empty()) {
-    auto& f = family_for(out, kBackendInfoName, "Device backend the data-plane cores run; the value is always 1.",
-                         MetricType::Gauge);
+    auto& f =
+        family_for(out, kBackendInfoName, "Device backend the data-plane cores run; the value is always 1.",
+                   MetricType::Gauge);
     ClientMetric m;
     m.label.push_back({"backend", backend_});
     m.label.push_back({"configured", backend_configured_});

@@ -290,8 +290,8 @@ TEST(Dataplane, Backend) {
     EXPECT_THAT(errorsOf(std::string("dataplane:\n  backend: ") + b + "\n"), IsEmpty()) << b;
   }
   EXPECT_THAT(errorsOf("dataplane:\n  backend: mlx5\n"),
-              ElementsAre("conf/x.yaml:2:3: dataplane.backend: \"mlx5\" is not one of auto, verbs, mlx5dv; did you "
-                          "mean \"mlx5dv\"?"));
+              ElementsAre("conf/x.yaml:2:3: dataplane.backend: \"mlx5\" is not one of auto, verbs, mlx5dv; "
+                          "did you mean \"mlx5dv\"?"));
 }
 
 // --- no cascades -----------------------------------------------------------------------------------------

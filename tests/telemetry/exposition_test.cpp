@@ -170,7 +170,8 @@ TEST(Exposition, BackendInfo) {
   std::ostringstream os;
   prometheus::TextSerializer().Serialize(os, c.Collect());
   const auto e = parse_exposition(os.str());
-  const auto* info = find_sample(e, "rdmagate_dataplane_backend_info", {{"backend", "verbs"}, {"configured", "auto"}});
+  const auto* info =
+      find_sample(e, "rdmagate_dataplane_backend_info", {{"backend", "verbs"}, {"configured", "auto"}});
   ASSERT_NE(info, nullptr) << os.str();
   EXPECT_EQ(info->value, 1);
   EXPECT_EQ(e.types.at("rdmagate_dataplane_backend_info"), "gauge");
