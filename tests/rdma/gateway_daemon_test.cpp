@@ -2,7 +2,8 @@
 // telemetry (/readyz, /healthz, /metrics over a plain socket), its sd_notify messages (a NOTIFY_SOCKET this
 // test binds) and its structured log; loaded by an echo client (engine_peer) and, when the client library is
 // built, an object client (PUT / GET / DELETE, inline and chunked); reloaded with SIGHUP; stopped with
-// SIGTERM under load.
+// SIGTERM under load. The device backend `auto` picks is checked in the log and on /metrics, and an explicit
+// `dataplane.backend: mlx5dv` on a device that is not an mlx5 NIC (rxe) must stop the daemon at start.
 //
 // The parent never initialises EAL. It re-executes itself as the daemon ("gateway_daemon_test daemon
 // --config ...": daemon/gateway_main.cpp linked in), as the echo client ("... peer client ...":
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "control/rdma_device.hpp"
+#include "dataplane/backend/mlx5_datapath.hpp"
 #include "tests/rdma/rdma_test_main.hpp"
 #include "tests/rdma/status_file.hpp"
 
@@ -58,6 +60,8 @@ using rdmagate::testfix::num;
 using rdmagate::testfix::read_status;
 
 std::string g_self;
+std::string g_device;        // the device the probe found (the daemon's device.name auto picks the same one)
+std::string g_auto_backend;  // what dataplane.backend auto must pick on it: mlx5dv on an mlx5 NIC, else verbs
 int g_rdma_port = 7600;
 int g_http_port = 19464;
 
@@ -291,6 +295,36 @@ std::string config_text(const std::string& level, const std::string& allowed, st
   return y.str();
 }
 
+// A backend named by hand that cannot drive the device is a startup error before EAL, telemetry or any
+// listener, with the config-error exit code, and the message says what the backend needs and what would run.
+TEST(GatewayDaemon, Mlx5dvOnANonMlx5DeviceFailsAtStart) {
+  if (g_auto_backend == "mlx5dv") GTEST_SKIP() << g_device << " is an mlx5 NIC: mlx5dv runs on it";
+  const std::string tag = std::to_string(getpid());
+  const std::string yaml = "/tmp/gwd_mlx5_" + tag + ".yaml";
+  const std::string log = "/tmp/gwd_mlx5_" + tag + ".log";
+  std::remove(log.c_str());
+  write_file(yaml, config_text("info", "[\"198.18.0.0/15\"]", 64));
+  Child daemon;
+  ASSERT_TRUE(spawn(&daemon, {g_self, "daemon", "--config", yaml, "--set", "dataplane.backend=mlx5dv"}, log));
+  const int rc = daemon.wait_exit(60s);
+  const std::string out = read_file(log);
+  EXPECT_EQ(rc, 1) << "the exit code of a configuration error or startup failure; log:\n" << out;
+  const std::string want = "dataplane.backend mlx5dv cannot drive device " + g_device +
+                           ": mlx5dv needs an mlx5 NIC (ConnectX or BlueField";
+  const auto line_at = out.find("msg=\"startup failed\"");
+  ASSERT_NE(line_at, std::string::npos) << out;
+  const std::string line = out.substr(line_at, out.find('\n', line_at) - line_at);
+  EXPECT_NE(line.find(want), std::string::npos) << line;
+  EXPECT_NE(line.find("set dataplane.backend to auto or verbs"), std::string::npos) << line;
+  EXPECT_EQ(out.find("msg=\"eal up\""), std::string::npos) << "EAL started before the backend check:\n"
+                                                           << out;
+  EXPECT_EQ(out.find("msg=listening"), std::string::npos) << out;
+  EXPECT_EQ(http_get("/readyz").status, 0) << "telemetry came up";
+  std::printf("gateway_daemon: dataplane.backend=mlx5dv on %s: exit %d, %s\n", g_device.c_str(), rc,
+              line.c_str());
+  std::remove(yaml.c_str());
+}
+
 TEST(GatewayDaemon, StartLoadMetricsReloadAndSigtermDrain) {
   const std::string tag = std::to_string(getpid());
   const std::string yaml = "/tmp/gwd_" + tag + ".yaml";
@@ -346,6 +380,15 @@ TEST(GatewayDaemon, StartLoadMetricsReloadAndSigtermDrain) {
 
   const std::string m0 = http_get("/metrics").body;
   ASSERT_GT(metric(m0, "rdmagate_poller_polls_total"), 0) << m0.substr(0, 2000);
+  // The config leaves dataplane.backend at auto: on rxe that is verbs, logged and exported.
+  EXPECT_EQ(
+      metric(m0, "rdmagate_dataplane_backend_info", {{"backend", g_auto_backend}, {"configured", "auto"}}), 1)
+      << m0.substr(0, 2000);
+  EXPECT_NE(started.find("msg=\"dataplane backend\" backend=" + g_auto_backend + " configured=auto"),
+            std::string::npos)
+      << started;
+  std::printf("gateway_daemon: dataplane.backend auto on %s picked %s\n", g_device.c_str(),
+              g_auto_backend.c_str());
   EXPECT_EQ(metric(m0, "rdmagate_connection_accepts_total"), 0);
   EXPECT_EQ(metric(m0, "rdmagate_store_capacity_bytes"), 32.0 * 1024 * 1024);
 
@@ -583,12 +626,21 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "objects") == 0) return objects_main(argc - 1, argv + 1);
 #endif
   // No EAL here: the daemon and the clients (this binary, re-executed) start their own.
-  return rdmagate::testfix::rdma_test_main(argc, argv, "gateway_daemon_test", /*eal_lcores=*/nullptr,
-                                           [](const rdmagate::control::RdmaProbe&) {
-                                             g_self = rdmagate::testfix::self_exe("gateway_daemon_test");
-                                             if (g_self.empty()) return 1;
-                                             g_rdma_port = 7600 + static_cast<int>(getpid() % 300) * 2;
-                                             g_http_port = 19000 + static_cast<int>(getpid() % 1000);
-                                             return 0;
-                                           });
+  return rdmagate::testfix::rdma_test_main(
+      argc, argv, "gateway_daemon_test", /*eal_lcores=*/nullptr,
+      [](const rdmagate::control::RdmaProbe& probe) {
+        g_self = rdmagate::testfix::self_exe("gateway_daemon_test");
+        if (g_self.empty()) return 1;
+        g_device = probe.device;
+        rdmagate::control::RdmaProbe again;
+        auto dev = rdmagate::control::RdmaDevice::open(g_device, &again);
+        if (!dev) {
+          std::fprintf(stderr, "gateway_daemon_test: %s\n", again.message.c_str());
+          return 1;
+        }
+        g_auto_backend = rdmagate::dataplane::Mlx5Backend::supports(dev->context()) ? "mlx5dv" : "verbs";
+        g_rdma_port = 7600 + static_cast<int>(getpid() % 300) * 2;
+        g_http_port = 19000 + static_cast<int>(getpid() % 1000);
+        return 0;
+      });
 }
