@@ -41,7 +41,8 @@ void FakeCq::interleave(std::uint64_t seed) {
   // One FIFO per work queue, then a random merge: each work queue keeps its order, nothing else does.
   std::vector<std::deque<Entry>> queues;
   std::vector<std::pair<std::uint32_t, bool>> keys;
-  for (const Entry& e : entries_) {
+  for (std::size_t i = delivered_; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
     const auto key = std::make_pair(e.qp_num, e.send);
     const auto it = std::find(keys.begin(), keys.end(), key);
     if (it == keys.end()) {
@@ -51,7 +52,10 @@ void FakeCq::interleave(std::uint64_t seed) {
       queues[static_cast<std::size_t>(it - keys.begin())].push_back(e);
     }
   }
+  // What a simulated NIC wrote into its ring is the hardware's order already.
+  std::vector<Entry> fixed(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(delivered_));
   entries_.clear();
+  entries_.insert(entries_.end(), fixed.begin(), fixed.end());
   std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
   std::size_t left = 0;
   for (const auto& q : queues) left += q.size();
@@ -251,7 +255,8 @@ std::uint32_t FakeDevice::post_st(FakeQp& q, std::vector<FakeWr>& staged, Queue 
     if (fault > 0) --fault;
     FakeWr w = std::move(staged[posted]);
     if (send) {
-      if (w.is_inline && w.local.len != 0) {  // the device takes the bytes now; the buffer is free at once
+      // The device takes the bytes now; the buffer is free at once. (A simulated NIC took them from its WQE.)
+      if (w.is_inline && w.local.len != 0 && w.inline_data.empty()) {
         const auto* p = reinterpret_cast<const std::uint8_t*>(static_cast<std::uintptr_t>(w.local.addr));
         w.inline_data.assign(p, p + w.local.len);
       }
@@ -312,6 +317,7 @@ void FakeDevice::complete(FakeQp& q, const FakeWr& w, Queue which, std::uint32_t
   e.qp_num = q.qp_num;
   e.send = which == Queue::kSend;
   e.seq = w.seq;
+  e.wqe_index = w.wqe_index;
   push(*q.cq_, e);
 }
 
@@ -696,6 +702,11 @@ std::size_t FakePeer::poll() {
 
 std::unique_ptr<LoopbackConn> LoopbackConn::open(FakeDevice& dev, CoreResources& core,
                                                  const LoopbackOptions& opt, std::string* error) {
+  return open(dev, dev, core, opt, error);
+}
+
+std::unique_ptr<LoopbackConn> LoopbackConn::open(DeviceBackend& dev, FakeDevice& model, CoreResources& core,
+                                                 const LoopbackOptions& opt, std::string* error) {
   const CoreConfig& cfg = core.config();
   std::unique_ptr<LoopbackConn> lc(new LoopbackConn());
   lc->core_ = &core;
@@ -712,7 +723,12 @@ std::unique_ptr<LoopbackConn> LoopbackConn::open(FakeDevice& dev, CoreResources&
   CoreConnSetup setup;
   std::unique_ptr<BackendQp> qp = dev.create_qp(nullptr, core.cq(), caps, &setup.granted, error);
   if (qp == nullptr) return nullptr;
-  lc->qp_.reset(static_cast<FakeQp*>(qp.release()));
+  lc->qp_ = std::move(qp);
+  lc->model_qp_ = model.find(setup.granted.qp_num);
+  if (lc->model_qp_ == nullptr) {
+    *error = "qp " + std::to_string(setup.granted.qp_num) + " is not the model's";
+    return nullptr;
+  }
   setup.qp = lc->qp_.get();
   setup.send_inline_bytes = caps.max_inline_data;
   setup.signal_interval = opt.signal_interval;
@@ -735,8 +751,8 @@ std::unique_ptr<LoopbackConn> LoopbackConn::open(FakeDevice& dev, CoreResources&
   protocol::Session ps = s;
   ps.local_incarnation = s.peer_incarnation;
   ps.peer_incarnation = s.local_incarnation;
-  lc->peer_ = std::make_unique<FakePeer>(dev, ps, cfg.buf_size, opt.peer_tx, opt.peer_bulk_bytes);
-  dev.connect(*lc->qp_, lc->peer_->qp());
+  lc->peer_ = std::make_unique<FakePeer>(model, ps, cfg.buf_size, opt.peer_tx, opt.peer_bulk_bytes);
+  model.connect(*lc->model_qp_, lc->peer_->qp());
   // post_rx: the passive side posts queue_depth receives.
   const std::uint32_t n = std::min<std::uint32_t>(opt.queue_depth, cfg.rx_per_conn);
   const std::vector<RecvPost> posts = initial_receives(cc, n);

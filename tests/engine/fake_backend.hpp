@@ -66,17 +66,21 @@ struct FakeWr {
   bool is_inline = false;
   std::uint64_t seq = 0;                  // send queue: posting order (slot reclaim on a polled CQE)
   std::vector<std::uint8_t> inline_data;  // an inline SEND's bytes, copied at post time like the device does
+  std::uint32_t wqe_index = 0;  // a simulated NIC's WQE counter: its CQE names the WQE by it (sim_mlx5.hpp)
 };
 
 class FakeDevice;
+class SimMlx5Device;
+class SimMlx5Cq;
 
 class FakeCq final : public BackendCq {
  public:
   struct Entry {
     Completion wc{};
-    std::uint32_t qp_num = 0;  // 0: injected by the test, belongs to no QP
-    bool send = false;         // a send queue CQE (else a receive's)
-    std::uint64_t seq = 0;     // send queue CQEs: the work request's FakeWr::seq
+    std::uint32_t qp_num = 0;     // 0: injected by the test, belongs to no QP
+    bool send = false;            // a send queue CQE (else a receive's)
+    std::uint64_t seq = 0;        // send queue CQEs: the work request's FakeWr::seq
+    std::uint32_t wqe_index = 0;  // the work request's FakeWr::wqe_index
   };
   struct Stats {
     std::uint64_t pushed = 0;
@@ -99,8 +103,10 @@ class FakeCq final : public BackendCq {
   // A CQE made by the test (wr_id and status as given; it names no QP).
   void inject(const Completion& wc);
   // Reorders the pending CQEs into a random merge that keeps the order of each work queue (a QP's send
-  // queue, a QP's receive queue): every order a device could deliver. `seed` makes it reproducible.
+  // queue, a QP's receive queue): every order a device could deliver. `seed` makes it reproducible. CQEs a
+  // simulated NIC already wrote into its ring (the first delivered()) stay where they are.
   void interleave(std::uint64_t seed);
+  std::size_t delivered() const noexcept { return delivered_; }
   std::size_t pending() const noexcept { return entries_.size(); }
   std::size_t pending_of(std::uint32_t qp_num) const noexcept;
   std::size_t pending_of(std::uint32_t qp_num, bool send) const noexcept;
@@ -110,8 +116,11 @@ class FakeCq final : public BackendCq {
  private:
   friend class FakeDevice;
   friend struct FakeBackend;
+  friend class SimMlx5Device;
+  friend class SimMlx5Cq;
   FakeDevice* dev_ = nullptr;
   std::size_t capacity_ = 0;
+  std::size_t delivered_ = 0;  // a simulated NIC's CQEs in its ring, not yet consumed: entries_' head
   std::uint32_t fail_polls_ = 0;
   std::atomic<bool>* stop_ = nullptr;
   std::uint32_t polls_to_stop_ = 0;
@@ -228,6 +237,7 @@ class FakeDevice final : public DeviceBackend {
   // Posted work requests of `q` not yet completed, plus its CQEs not yet polled.
   std::size_t outstanding(const FakeQp& q) const noexcept;
   std::size_t live_qps() const noexcept { return qps_.size(); }
+  FakeQp* find(std::uint32_t qp_num) const noexcept { return find_qp(qp_num); }
   FakeQp* qp_at(std::size_t i) const noexcept { return i < qps_.size() ? qps_[i] : nullptr; }
   // Caps what create_qp grants as max_inline_data (a device that offers less than asked).
   void set_max_inline(std::uint32_t n) noexcept { max_inline_ = n; }
@@ -459,12 +469,17 @@ class LoopbackConn {
  public:
   static std::unique_ptr<LoopbackConn> open(FakeDevice& dev, CoreResources& core, const LoopbackOptions& opt,
                                             std::string* error);
+  // The same with the core's QP from `dev`, a device in front of the model `model` (the simulated mlx5 NIC,
+  // whose QPs are FakeQps of the model under the same QP number); the peer lives on the model.
+  static std::unique_ptr<LoopbackConn> open(DeviceBackend& dev, FakeDevice& model, CoreResources& core,
+                                            const LoopbackOptions& opt, std::string* error);
   ~LoopbackConn();  // frees the slot; only after the core answered CLOSED (or never saw the connection)
   LoopbackConn(const LoopbackConn&) = delete;
   LoopbackConn& operator=(const LoopbackConn&) = delete;
 
   CoreConn& cc() noexcept { return *cc_; }
-  FakeQp& qp() noexcept { return *qp_; }
+  FakeQp& qp() noexcept { return *model_qp_; }       // the model's QP: what the test steps and audits
+  BackendQp& backend_qp() noexcept { return *qp_; }  // the device's: what control moves to ERR
   FakePeer& peer() noexcept { return *peer_; }
   ConnHandle handle() const noexcept { return cc_->handle; }
 
@@ -472,7 +487,8 @@ class LoopbackConn {
   LoopbackConn() = default;
   CoreResources* core_ = nullptr;
   int slot_ = -1;
-  std::unique_ptr<FakeQp> qp_;
+  std::unique_ptr<BackendQp> qp_;
+  FakeQp* model_qp_ = nullptr;
   std::unique_ptr<CoreConn> cc_;
   std::unique_ptr<FakePeer> peer_;
 };
