@@ -43,20 +43,6 @@ class Mlx5DvQp final : public Mlx5Qp {
   rdma_cm_id* id = nullptr;  // the QP is the id's (rdma_create_qp)
 };
 
-class VerbsMr final : public BackendMr {
- public:
-  explicit VerbsMr(ibv_mr* mr) : mr_(mr) {
-    lkey = mr->lkey;
-    rkey = mr->rkey;
-  }
-  ~VerbsMr() override {
-    if (ibv_dereg_mr(mr_) != 0) std::fprintf(stderr, "rdmagate: ibv_dereg_mr: %m\n");
-  }
-
- private:
-  ibv_mr* mr_;
-};
-
 class Mlx5Device final : public DeviceBackend {
  public:
   Mlx5Device(ibv_context* ctx, ibv_pd* pd) : ctx_(ctx), pd_(pd) {}
@@ -107,46 +93,21 @@ class Mlx5Device final : public DeviceBackend {
 
   std::unique_ptr<BackendMr> register_memory(void* addr, std::size_t len, int access,
                                              std::string* error) override {
-    ibv_mr* mr = ibv_reg_mr(pd_, addr, len, access);
-    if (mr == nullptr) {
-      *error = "ibv_reg_mr of " + std::to_string(len) + " bytes: " + std::strerror(errno);
-      return nullptr;
-    }
-    return std::make_unique<VerbsMr>(mr);
+    return register_verbs_memory(pd_, addr, len, access, error);
   }
 
   std::unique_ptr<BackendQp> create_qp(rdma_cm_id* id, BackendCq& cq, const QpCaps& caps, QpInfo* out,
                                        std::string* error) override {
     auto& mcq = static_cast<Mlx5DvCq&>(cq);
-    // The same QP the verbs backend asks for (VerbsDevice::create_qp), so that both backends get the same
-    // depths and inline size from a device and the config checks (probe_max_inline) hold for either.
-    ibv_qp_init_attr qa{};
-    qa.send_cq = mcq.cq;
-    qa.recv_cq = qa.send_cq;
-    qa.qp_type = IBV_QPT_RC;
-    qa.cap.max_send_wr = caps.max_send_wr;
-    qa.cap.max_recv_wr = caps.max_recv_wr;
-    qa.cap.max_send_sge = 1;
-    qa.cap.max_recv_sge = 1;
-    qa.cap.max_inline_data = caps.max_inline_data;
-    qa.sq_sig_all = 0;  // selective signaling
-    if (rdma_create_qp(id, pd_, &qa) != 0) {
-      const int e = errno;
-      // Some devices refuse the inline size asked for: without inline rather than no connection.
-      qa.cap.max_inline_data = 0;
-      if (caps.max_inline_data == 0 || rdma_create_qp(id, pd_, &qa) != 0) {
-        *error = std::string("rdma_create_qp: ") + std::strerror(e);
-        return nullptr;
-      }
-    }
+    // The same QP the verbs backend makes, so that both backends get the same depths and inline size from a
+    // device and the config checks (probe_max_inline) hold for either.
+    const std::optional<ibv_qp_cap> granted = create_rc_qp(id, pd_, mcq.cq, caps, error);
+    if (!granted) return nullptr;
     // Owned from here: every error return below destroys the QP again.
     auto q = std::make_unique<Mlx5DvQp>();
     q->id = id;
     q->qp = id->qp;
     q->qp_num = id->qp->qp_num;
-    ibv_qp_attr attr{};
-    ibv_qp_init_attr init{};
-    const ibv_qp_cap granted = ibv_query_qp(id->qp, &attr, IBV_QP_CAP, &init) == 0 ? init.cap : qa.cap;
 
     mlx5dv_qp dv{};
     mlx5dv_obj obj{};
@@ -177,7 +138,7 @@ class Mlx5Device final : public DeviceBackend {
     q->dbrec = dv.dbrec;
     q->bf_reg = static_cast<std::uint8_t*>(dv.bf.reg);
     q->bf_size = dv.bf.size;
-    q->max_inline = granted.max_inline_data;
+    q->max_inline = granted->max_inline_data;
     q->qpn_shifted = q->qp_num << 8;
     q->sq_wrid.assign(q->sq_wqe_cnt, 0);
     q->sq_bbs.assign(q->sq_wqe_cnt, 0);
@@ -192,9 +153,9 @@ class Mlx5Device final : public DeviceBackend {
     }
 
     out->qp_num = q->qp_num;
-    out->max_send_wr = granted.max_send_wr;
-    out->max_recv_wr = granted.max_recv_wr;
-    out->max_inline_data = granted.max_inline_data;
+    out->max_send_wr = granted->max_send_wr;
+    out->max_recv_wr = granted->max_recv_wr;
+    out->max_inline_data = granted->max_inline_data;
     return q;
   }
 
@@ -218,12 +179,7 @@ class Mlx5Device final : public DeviceBackend {
     return n - fr.recv_unposted;
   }
 
-  int qp_to_err(BackendQp& qp) noexcept override {
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_ERR;
-    const int rc = ibv_modify_qp(static_cast<Mlx5DvQp&>(qp).qp, &attr, IBV_QP_STATE);
-    return rc == 0 ? 0 : -(rc > 0 ? rc : errno);
-  }
+  int qp_to_err(BackendQp& qp) noexcept override { return verbs_qp_to_err(static_cast<Mlx5DvQp&>(qp).qp); }
 
  private:
   ibv_context* ctx_;

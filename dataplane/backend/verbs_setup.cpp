@@ -35,6 +35,54 @@ class VerbsMr final : public BackendMr {
   ibv_mr* mr_;
 };
 
+}  // namespace
+
+std::optional<ibv_qp_cap> create_rc_qp(rdma_cm_id* id, ibv_pd* pd, ibv_cq* cq, const QpCaps& caps,
+                                       std::string* error) {
+  ibv_qp_init_attr qa{};
+  qa.send_cq = cq;
+  qa.recv_cq = cq;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = caps.max_send_wr;
+  qa.cap.max_recv_wr = caps.max_recv_wr;
+  qa.cap.max_send_sge = 1;
+  qa.cap.max_recv_sge = 1;
+  qa.cap.max_inline_data = caps.max_inline_data;
+  qa.sq_sig_all = 0;  // selective signaling
+  if (rdma_create_qp(id, pd, &qa) != 0) {
+    const int e = errno;
+    // Some devices refuse the inline size asked for: without inline rather than no connection.
+    qa.cap.max_inline_data = 0;
+    if (caps.max_inline_data == 0 || rdma_create_qp(id, pd, &qa) != 0) {
+      *error = std::string("rdma_create_qp: ") + std::strerror(e);
+      return std::nullopt;
+    }
+  }
+  // What the device granted: inline sends only when max_inline_data says there is room.
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  return ibv_query_qp(id->qp, &attr, IBV_QP_CAP, &init) == 0 ? init.cap : qa.cap;
+}
+
+std::unique_ptr<BackendMr> register_verbs_memory(ibv_pd* pd, void* addr, std::size_t len, int access,
+                                                 std::string* error) {
+  ibv_mr* mr = ibv_reg_mr(pd, addr, len, access);
+  if (mr == nullptr) {
+    *error = "ibv_reg_mr of " + std::to_string(len) + " bytes: " + std::strerror(errno);
+    return nullptr;
+  }
+  return std::make_unique<VerbsMr>(mr);
+}
+
+int verbs_qp_to_err(ibv_qp* qp) noexcept {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  const int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+  return rc == 0 ? 0 : -(rc > 0 ? rc : errno);
+}
+
+namespace {
+
 // Fixed chains over the staging arrays: entry i links to i + 1 for good (verbs_datapath.hpp).
 void chain(VerbsQp& q, std::uint32_t sends, std::uint32_t recvs) {
   q.send_wr.assign(sends, ibv_send_wr{});
@@ -71,47 +119,21 @@ class VerbsDevice final : public DeviceBackend {
 
   std::unique_ptr<BackendMr> register_memory(void* addr, std::size_t len, int access,
                                              std::string* error) override {
-    ibv_mr* mr = ibv_reg_mr(pd_, addr, len, access);
-    if (mr == nullptr) {
-      *error = "ibv_reg_mr of " + std::to_string(len) + " bytes: " + std::strerror(errno);
-      return nullptr;
-    }
-    return std::make_unique<VerbsMr>(mr);
+    return register_verbs_memory(pd_, addr, len, access, error);
   }
 
   std::unique_ptr<BackendQp> create_qp(rdma_cm_id* id, BackendCq& cq, const QpCaps& caps, QpInfo* out,
                                        std::string* error) override {
-    ibv_qp_init_attr qa{};
-    qa.send_cq = static_cast<VerbsCq&>(cq).cq;
-    qa.recv_cq = qa.send_cq;
-    qa.qp_type = IBV_QPT_RC;
-    qa.cap.max_send_wr = caps.max_send_wr;
-    qa.cap.max_recv_wr = caps.max_recv_wr;
-    qa.cap.max_send_sge = 1;
-    qa.cap.max_recv_sge = 1;
-    qa.cap.max_inline_data = caps.max_inline_data;
-    qa.sq_sig_all = 0;  // selective signaling
-    if (rdma_create_qp(id, pd_, &qa) != 0) {
-      const int e = errno;
-      // Some devices refuse the inline size asked for: without inline rather than no connection.
-      qa.cap.max_inline_data = 0;
-      if (caps.max_inline_data == 0 || rdma_create_qp(id, pd_, &qa) != 0) {
-        *error = std::string("rdma_create_qp: ") + std::strerror(e);
-        return nullptr;
-      }
-    }
+    const std::optional<ibv_qp_cap> granted = create_rc_qp(id, pd_, static_cast<VerbsCq&>(cq).cq, caps, error);
+    if (!granted) return nullptr;
     auto q = std::make_unique<VerbsQp>();
     q->id = id;
     q->qp = id->qp;
     q->qp_num = id->qp->qp_num;
-    // Read back what the device granted: inline sends only when max_inline_data says there is room.
-    ibv_qp_attr attr{};
-    ibv_qp_init_attr init{};
-    const ibv_qp_cap granted = ibv_query_qp(id->qp, &attr, IBV_QP_CAP, &init) == 0 ? init.cap : qa.cap;
     out->qp_num = q->qp_num;
-    out->max_send_wr = granted.max_send_wr;
-    out->max_recv_wr = granted.max_recv_wr;
-    out->max_inline_data = granted.max_inline_data;
+    out->max_send_wr = granted->max_send_wr;
+    out->max_recv_wr = granted->max_recv_wr;
+    out->max_inline_data = granted->max_inline_data;
     // Everything the loop can stage between two flushes: at most a full send queue and a full receive queue.
     chain(*q, caps.max_send_wr, caps.max_recv_wr);
     return q;
@@ -137,12 +159,7 @@ class VerbsDevice final : public DeviceBackend {
     return n - fr.recv_unposted;
   }
 
-  int qp_to_err(BackendQp& qp) noexcept override {
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_ERR;
-    const int rc = ibv_modify_qp(static_cast<VerbsQp&>(qp).qp, &attr, IBV_QP_STATE);
-    return rc == 0 ? 0 : -(rc > 0 ? rc : errno);
-  }
+  int qp_to_err(BackendQp& qp) noexcept override { return verbs_qp_to_err(static_cast<VerbsQp&>(qp).qp); }
 
  private:
   ibv_context* ctx_;
