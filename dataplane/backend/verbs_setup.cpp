@@ -124,7 +124,8 @@ class VerbsDevice final : public DeviceBackend {
 
   std::unique_ptr<BackendQp> create_qp(rdma_cm_id* id, BackendCq& cq, const QpCaps& caps, QpInfo* out,
                                        std::string* error) override {
-    const std::optional<ibv_qp_cap> granted = create_rc_qp(id, pd_, static_cast<VerbsCq&>(cq).cq, caps, error);
+    const std::optional<ibv_qp_cap> granted =
+        create_rc_qp(id, pd_, static_cast<VerbsCq&>(cq).cq, caps, error);
     if (!granted) return nullptr;
     auto q = std::make_unique<VerbsQp>();
     q->id = id;
@@ -168,8 +169,8 @@ class VerbsDevice final : public DeviceBackend {
 
 }  // namespace
 
-// A throwaway QP asking for `want` bytes, read back; when the device refuses that, the largest size it accepts
-// (bisection). The objects live on their own PD and are gone before the engine creates anything.
+// A throwaway QP asking for `want` bytes, read back; when the device refuses that, the largest size it
+// accepts (bisection). The objects live on their own PD and are gone before the engine creates anything.
 std::optional<std::uint32_t> verbs_probe_max_inline(ibv_context* ctx, std::uint32_t want) {
   ibv_pd* pd = ibv_alloc_pd(ctx);
   if (pd == nullptr) return std::nullopt;
