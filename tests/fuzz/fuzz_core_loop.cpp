@@ -1,5 +1,10 @@
 // libFuzzer target: the core loop (CoreLoop<FakeBackend, ...> running the object service over a real store)
 // driven through the fake device backend (tests/engine/fake_backend.hpp) by a schedule read from the input.
+// Inputs whose first byte is even run the same schedule through CoreLoop<SimMlx5Backend, ...>: the real mlx5
+// hot path writing WQEs and parsing CQEs against the simulated NIC (tests/engine/sim_mlx5.hpp) in front of
+// the same device model. (The first byte is read, not consumed: odd-first inputs, the checked-in seeds among
+// them, mean what they always meant.) There the post faults, which an mlx5 QP cannot have, become the NIC's:
+// a dropped doorbell (taken up by the next one, or by a kick once the schedule is over) or scatter-to-CQE.
 //
 // The input is a program of one-byte actions and their arguments: peers send valid requests (echo, sink,
 // PUT/GET/DELETE inline, PUT by read chunk, GET by write chunk, now and then naming a bad fragment) or raw
@@ -24,6 +29,8 @@
 //   - every pin and reservation is released: after deleting every key the store is empty to the byte.
 //   - the loop never hands the device a segment outside its registration nor overfills a queue.
 //   - the CQ never overflows (it holds every completion a connection can have outstanding).
+//   - through the simulated NIC: nothing the hardware would reject (a WQE it cannot parse, a doorbell that
+//     disagrees with its record, ring space overwritten before its CQE was consumed) and no CQ ring overrun.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -44,6 +51,7 @@
 #include "services/object/object_service.hpp"
 #include "services/storage/memory/store.hpp"
 #include "tests/engine/fake_backend.hpp"
+#include "tests/engine/sim_mlx5.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 #include "tests/services/storage/memory/store_test_peer.hpp"
 
@@ -59,6 +67,8 @@ using fake::FakeQp;
 using fake::LoopbackConn;
 using fake::LoopbackOptions;
 using fake::Queue;
+using fake::SimMlx5Backend;
+using fake::SimMlx5Device;
 using protocol::MessageType;
 using protocol::ObjectOpcode;
 
@@ -205,7 +215,33 @@ class CountingService {
   std::uint64_t started_ = 0, ended_ = 0;
 };
 
-using Loop = CoreLoop<FakeBackend, CountingService>;
+// The device the core runs on, and the model behind it that the schedule steps (tests/engine/
+// core_loop_test.cpp has the same two rigs).
+struct FakeRig {
+  using Backend = FakeBackend;
+  static constexpr bool kSim = false;
+  FakeDevice dev;
+  FakeDevice& model() { return dev; }
+  DeviceBackend& device() { return dev; }
+  FakeCq& model_cq(BackendCq& cq) { return static_cast<FakeCq&>(cq); }
+  void after_turn() {}
+  bool behind(const BackendQp&) const { return false; }
+  void kick(BackendQp&) {}
+  bool nic_clean() const { return true; }
+};
+
+struct SimMlx5Rig {
+  using Backend = SimMlx5Backend;
+  static constexpr bool kSim = true;
+  SimMlx5Device sim;
+  FakeDevice& model() { return sim.model(); }
+  DeviceBackend& device() { return sim; }
+  FakeCq& model_cq(BackendCq& cq) { return SimMlx5Device::model_of(cq); }
+  void after_turn() { sim.sync(); }
+  bool behind(const BackendQp& q) const { return sim.behind(q); }
+  void kick(BackendQp& q) { sim.kick(q); }
+  bool nic_clean() const { return sim.stats().nic_errors() == 0 && sim.stats().cq_overruns == 0; }
+};
 
 // ---- the world of one input -------------------------------------------------------------------------------
 
@@ -231,9 +267,12 @@ struct Conn {
   std::array<bool, kSlots> src_busy{}, dst_busy{};
 };
 
+template <typename Rig>
 class World {
  public:
-  explicit World(FuzzedDataProvider& in) : in_(in), region_(new std::byte[kStoreRegion]) {
+  using Loop = CoreLoop<typename Rig::Backend, CountingService>;
+
+  explicit World(FuzzedDataProvider& in) : in_(in), dev_(rig_.model()), region_(new std::byte[kStoreRegion]) {
     store::StoreConfig scfg;
     scfg.max_value = 8192;
     scfg.max_objects = 16;
@@ -256,7 +295,7 @@ class World {
     cfg.tx_per_conn = 12;
     cfg.buf_size = kBufSize;
     cfg.check_every = 1;
-    res_ = CoreResources::create(0, cfg, dev_, &err);
+    res_ = CoreResources::create(0, cfg, rig_.device(), &err);
     RDMAGATE_FUZZ_CHECK(res_ != nullptr);
     loop_ = std::make_unique<Loop>(*res_, *svc_);
     for (std::size_t i = 0; i < kConns; ++i) open(i);
@@ -292,7 +331,7 @@ class World {
     opt.incarnation = ++opened_;
     std::string err;
     c = Conn{};
-    c.lc = LoopbackConn::open(dev_, *res_, opt, &err);
+    c.lc = LoopbackConn::open(rig_.device(), dev_, *res_, opt, &err);
     RDMAGATE_FUZZ_CHECK(c.lc != nullptr);
     c.handle = c.lc->handle();
     std::memset(c.lc->peer().bulk(), kSentinel, kPeerBulk);
@@ -308,7 +347,7 @@ class World {
   void close(Conn& c) {
     if (!c.lc || c.close_sent) return;
     c.close_sent = true;
-    dev_.qp_to_err(c.lc->qp());
+    rig_.device().qp_to_err(c.lc->backend_qp());
     res_->control_mailbox().send_st(ToCore::close(c.handle, CloseReason::kLocal));
   }
 
@@ -344,7 +383,9 @@ class World {
   };
 
   // The core's accounting against the device's view (fake::audit says what it checks), after every turn.
+  // (Not while the NIC has not seen a batch whose doorbell it dropped: the model lacks its newest WQEs.)
   void audit(Conn& c) {
+    if (rig_.behind(c.lc->backend_qp())) return;
     const std::string why = fake::audit(c.lc->cc(), c.lc->qp());
     if (!why.empty()) std::fprintf(stderr, "audit: %s\n", why.c_str());
     RDMAGATE_FUZZ_CHECK(why.empty());
@@ -355,8 +396,10 @@ class World {
   void turn() {
     res_->stop.store(
         false);  // run_st for two iterations, the first with its timers (FakeCq::stop_after_polls)
-    static_cast<FakeCq&>(res_->cq()).stop_after_polls(&res_->stop, 2);
+    rig_.model_cq(res_->cq()).stop_after_polls(&res_->stop, 2);
     loop_->run_st();
+    rig_.after_turn();
+    RDMAGATE_FUZZ_CHECK(rig_.nic_clean());
     ReplySink sink{*this};
     res_->control_mailbox().drain_st(sink);
     if (failed_pending_) {
@@ -649,7 +692,14 @@ class World {
         if (in_.ConsumeProbability<float>() < 0.5f) close(c);
         break;
       case 11:
-        if (c.lc && !c.close_sent) {
+        if constexpr (Rig::kSim) {
+          if (!c.lc || c.close_sent) break;
+          if (in_.ConsumeBool()) {
+            rig_.sim.drop_next_doorbell(c.lc->backend_qp());
+          } else {
+            rig_.sim.set_scatter_to_cqe(in_.ConsumeBool() ? 32 : 0);
+          }
+        } else if (c.lc && !c.close_sent) {
           const auto n = in_.ConsumeIntegralInRange<std::uint32_t>(0, 6);
           if (in_.ConsumeBool()) {
             c.lc->qp().fail_send_post(n);
@@ -660,9 +710,9 @@ class World {
         break;
       case 12:
         if (in_.ConsumeBool()) {
-          static_cast<FakeCq&>(res_->cq()).fail_next_polls(in_.ConsumeIntegralInRange<std::uint32_t>(1, 2));
+          rig_.model_cq(res_->cq()).fail_next_polls(in_.ConsumeIntegralInRange<std::uint32_t>(1, 2));
         } else {
-          static_cast<FakeCq&>(res_->cq()).interleave(in_.ConsumeIntegral<std::uint64_t>());
+          rig_.model_cq(res_->cq()).interleave(in_.ConsumeIntegral<std::uint64_t>());
         }
         break;
       case 13:
@@ -696,7 +746,11 @@ class World {
   // Until nothing moves anywhere. True if it settled.
   bool quiesce() {
     for (int round = 0; round < 2000; ++round) {
-      std::size_t moved = dev_.run_all() + static_cast<FakeCq&>(res_->cq()).pending();
+      // What a later doorbell would have done for a batch whose doorbell the NIC dropped.
+      for (Conn& c : conns_) {
+        if (c.lc) rig_.kick(c.lc->backend_qp());
+      }
+      std::size_t moved = dev_.run_all() + rig_.model_cq(res_->cq()).pending();
       const std::uint64_t freed = freed_;
       turn();
       for (std::size_t k = 0; k < kConns; ++k) {
@@ -710,7 +764,7 @@ class World {
   }
 
   void finish() {
-    FakeCq& cq = static_cast<FakeCq&>(res_->cq());
+    FakeCq& cq = rig_.model_cq(res_->cq());
     cq.fail_next_polls(0);
     for (Conn& c : conns_) {
       if (c.lc) c.lc->qp().clear_faults();
@@ -752,6 +806,7 @@ class World {
     RDMAGATE_FUZZ_CHECK(dev_.stats().destroyed_busy == 0);
     RDMAGATE_FUZZ_CHECK(cq.pending() == 0);
     RDMAGATE_FUZZ_CHECK(cq.stats().overflows == 0);
+    RDMAGATE_FUZZ_CHECK(rig_.nic_clean());
     // Every pin and reservation is back: with every key deleted the store is empty to the byte.
     for (const std::string_view k : kKeys) store_->remove(0, k);
     const store::StoreStats st = store_->stats();
@@ -763,7 +818,8 @@ class World {
   }
 
   FuzzedDataProvider& in_;
-  FakeDevice dev_;
+  Rig rig_;
+  FakeDevice& dev_;
   std::unique_ptr<std::byte[]> region_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<BackendMr> arena_mr_;
@@ -781,8 +837,14 @@ class World {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const bool sim = size != 0 && (data[0] & 1) == 0;
   FuzzedDataProvider in(data, size);
-  World w(in);
-  w.run();
+  if (sim) {
+    World<SimMlx5Rig> w(in);
+    w.run();
+  } else {
+    World<FakeRig> w(in);
+    w.run();
+  }
   return 0;
 }
