@@ -103,7 +103,12 @@ def build():
                f"up{{{INST}}}", "{{instance}}",
                thresholds=[{"color": "red", "value": None}, {"color": "green", "value": 1}],
                mappings=[{"type": "value", "options": {"0": {"text": "DOWN"}, "1": {"text": "UP"}}}]),
-          8, 4)
+          4, 4)
+    L.add(stat("Device backend", "rdmagate_dataplane_backend_info: the device backend the data-plane cores run "
+               "(mlx5dv on mlx5 NICs with dataplane.backend auto, verbs otherwise), with how many gateways run "
+               "each.",
+               f"count by (backend, configured) (rdmagate_dataplane_backend_info{{{INST}}})",
+               "{{backend}} ({{configured}})"), 4, 4)
     L.add(stat("Version", "rdmagate_build_info: the daemon version and source commit the gateways run, "
                "with how many gateways run each.",
                f"count by (version, commit) (rdmagate_build_info{{{INST}}})", "{{version}} {{commit}}"), 4, 4)
