@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "dataplane/backend/first_receives.hpp"
 #include "dataplane/backend/mlx5_datapath.hpp"
 #include "dataplane/backend/verbs_setup.hpp"
 
@@ -161,22 +162,7 @@ class Mlx5Device final : public DeviceBackend {
 
   std::uint32_t post_receives(BackendQp& qp, std::span<const RecvPost> recvs, std::string* error) override {
     auto& q = static_cast<Mlx5DvQp&>(qp);
-    if (recvs.empty()) return 0;
-    if (recvs.size() > q.rq_wqe_cnt - (q.rq_head - q.rq_tail)) {
-      *error = "post of " + std::to_string(recvs.size()) + " receives on qp " + hex(q.qp_num) +
-               " whose receive queue has room for " + std::to_string(q.rq_wqe_cnt - (q.rq_head - q.rq_tail));
-      return 0;
-    }
-    for (const RecvPost& r : recvs) Mlx5Backend::stage_recv_st(q, r.wr_id, r.seg);
-    const std::uint32_t n = static_cast<std::uint32_t>(recvs.size());
-    const FlushResult fr = Mlx5Backend::flush_st(q);
-    if (fr.recv_unposted != 0) {
-      char buf[128];
-      std::snprintf(buf, sizeof(buf), "mlx5 receive post of %u buffers on qp 0x%x: %u not posted", n,
-                    q.qp_num, fr.recv_unposted);
-      *error = buf;
-    }
-    return n - fr.recv_unposted;
+    return post_first_receives<Mlx5Backend>(q, recvs, q.rq_wqe_cnt - (q.rq_head - q.rq_tail), error);
   }
 
   int qp_to_err(BackendQp& qp) noexcept override { return verbs_qp_to_err(static_cast<Mlx5DvQp&>(qp).qp); }

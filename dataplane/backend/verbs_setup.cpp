@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "dataplane/backend/first_receives.hpp"
 #include "dataplane/backend/verbs_datapath.hpp"
 
 namespace rdmagate::dataplane {
@@ -142,22 +143,7 @@ class VerbsDevice final : public DeviceBackend {
 
   std::uint32_t post_receives(BackendQp& qp, std::span<const RecvPost> recvs, std::string* error) override {
     auto& q = static_cast<VerbsQp&>(qp);
-    if (recvs.empty()) return 0;
-    if (recvs.size() > q.recv_wr.size()) {
-      *error = "post of " + std::to_string(recvs.size()) + " receives on qp " + std::to_string(q.qp_num) +
-               " that holds " + std::to_string(q.recv_wr.size());
-      return 0;
-    }
-    for (const RecvPost& r : recvs) VerbsBackend::stage_recv_st(q, r.wr_id, r.seg);
-    const std::uint32_t n = static_cast<std::uint32_t>(recvs.size());
-    const FlushResult fr = VerbsBackend::flush_st(q);
-    if (fr.recv_unposted != 0) {
-      char buf[128];
-      std::snprintf(buf, sizeof(buf), "ibv_post_recv of %u buffers on qp 0x%x: %u not posted", n, q.qp_num,
-                    fr.recv_unposted);
-      *error = buf;
-    }
-    return n - fr.recv_unposted;
+    return post_first_receives<VerbsBackend>(q, recvs, q.recv_wr.size(), error);
   }
 
   int qp_to_err(BackendQp& qp) noexcept override { return verbs_qp_to_err(static_cast<VerbsQp&>(qp).qp); }

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <utility>
 
+#include "dataplane/backend/first_receives.hpp"
+
 namespace rdmagate::dataplane::fake {
 
 namespace {
@@ -177,14 +179,10 @@ std::unique_ptr<BackendQp> SimMlx5Device::create_qp(rdma_cm_id*, BackendCq& bcq,
 std::uint32_t SimMlx5Device::post_receives(BackendQp& qp, std::span<const RecvPost> recvs,
                                            std::string* error) {
   auto& q = static_cast<SimMlx5Qp&>(qp);
-  for (const RecvPost& r : recvs) Mlx5Backend::stage_recv_st(q, r.wr_id, r.seg);
-  const FlushResult fr = Mlx5Backend::flush_st(q);
+  const std::uint32_t posted =
+      post_first_receives<Mlx5Backend>(q, recvs, q.rq_wqe_cnt - (q.rq_head - q.rq_tail), error);
   take_receives(q);  // a NIC sees the record at once; a peer's first SEND must find these
-  if (fr.recv_unposted != 0) {
-    *error = "sim-mlx5 post of " + std::to_string(recvs.size()) +
-             " receives: " + std::to_string(fr.recv_unposted) + " not posted";
-  }
-  return static_cast<std::uint32_t>(recvs.size()) - fr.recv_unposted;
+  return posted;
 }
 
 int SimMlx5Device::qp_to_err(BackendQp& qp) noexcept {
