@@ -29,8 +29,8 @@ std::uint32_t post_first_receives(typename B::Qp& q, std::span<const RecvPost> r
   const std::uint32_t n = static_cast<std::uint32_t>(recvs.size());
   const FlushResult fr = B::flush_st(q);
   if (fr.recv_unposted != 0) {
-    std::snprintf(buf, sizeof(buf), "%s: post of %u receives on qp 0x%x: %u not posted", B::kName, n, q.qp_num,
-                  fr.recv_unposted);
+    std::snprintf(buf, sizeof(buf), "%s: post of %u receives on qp 0x%x: %u not posted", B::kName, n,
+                  q.qp_num, fr.recv_unposted);
     *error = buf;
   }
   return n - fr.recv_unposted;
