@@ -2,9 +2,12 @@
 // what starts in which order, conf/README.md for the configuration.
 //
 // Exit codes: 0 after a SIGTERM/SIGINT drain, after --check-config of a valid file, --help and --version;
-// 1 for a configuration error (every error listed, each naming file, line and key) or a startup failure;
-// 2 for a command-line error. A configuration error is always reported before any device, EAL or thread
-// is touched.
+// 78 (EX_CONFIG) for a configuration error (every error listed, each naming file, line and key), so that a
+// supervisor does not retry what only an edit can fix (the systemd unit's RestartPreventExitStatus=78);
+// 1 for a startup failure (device, memory, EAL: a retry may succeed); 2 for a command-line error. A
+// configuration error is always reported before any device, EAL or thread is touched.
+#include <sysexits.h>
+
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -45,7 +48,7 @@ int rdmagate_main(int argc, char** argv) {
     std::cerr << conf::formatErrors(loaded.errors());
     std::cerr << "rdmagate: " << o.config_path << ": " << loaded.errors().size()
               << (loaded.errors().size() == 1 ? " error" : " errors") << "; not started\n";
-    return 1;
+    return EX_CONFIG;
   }
   if (o.mode == control::CliMode::kCheckConfig) {
     std::cout << conf::dumpConfig(loaded->config, &loaded->origins);

@@ -112,8 +112,9 @@ unit=$deploy/systemd/rdmagate.service
 svc() { sed -n '/^\[Service\]/,/^\[/p' "$unit" | grep -qxF -- "$1"; }
 expect "unit: Type=notify" svc "Type=notify"
 expect "unit: ExecStart runs the config" svc "ExecStart=/usr/bin/rdmagate --config /etc/rdmagate/rdmagate.yaml"
-expect "unit: ExecStartPre checks the config" \
-  svc "ExecStartPre=/usr/bin/rdmagate --check-config /etc/rdmagate/rdmagate.yaml"
+expect "unit: a config error (exit 78) is not restarted" svc "RestartPreventExitStatus=78"
+expect "unit: no ExecStartPre (its exit status escapes RestartPreventExitStatus)" \
+  sh -c "! grep -q '^ExecStartPre=' '$unit'"
 expect "unit: ExecReload sends SIGHUP" svc 'ExecReload=/bin/kill -HUP $MAINPID'
 expect "unit: LimitMEMLOCK=infinity" svc "LimitMEMLOCK=infinity"
 expect "unit: ambient CAP_IPC_LOCK" svc "AmbientCapabilities=CAP_IPC_LOCK"

@@ -296,7 +296,8 @@ std::string config_text(const std::string& level, const std::string& allowed, st
 }
 
 // A backend named by hand that cannot drive the device is a startup error before EAL, telemetry or any
-// listener, with the config-error exit code, and the message says what the backend needs and what would run.
+// listener, with the startup-failure exit code (1: the file is valid), and the message says what the backend
+// needs and what would run.
 TEST(GatewayDaemon, Mlx5dvOnANonMlx5DeviceFailsAtStart) {
   if (g_auto_backend == "mlx5dv") GTEST_SKIP() << g_device << " is an mlx5 NIC: mlx5dv runs on it";
   const std::string tag = std::to_string(getpid());
@@ -308,7 +309,7 @@ TEST(GatewayDaemon, Mlx5dvOnANonMlx5DeviceFailsAtStart) {
   ASSERT_TRUE(spawn(&daemon, {g_self, "daemon", "--config", yaml, "--set", "dataplane.backend=mlx5dv"}, log));
   const int rc = daemon.wait_exit(60s);
   const std::string out = read_file(log);
-  EXPECT_EQ(rc, 1) << "the exit code of a configuration error or startup failure; log:\n" << out;
+  EXPECT_EQ(rc, 1) << "the exit code of a startup failure (the file itself is valid); log:\n" << out;
   const std::string want = "dataplane.backend mlx5dv cannot drive device " + g_device +
                            ": mlx5dv needs an mlx5 NIC (ConnectX or BlueField";
   const auto line_at = out.find("msg=\"startup failed\"");
