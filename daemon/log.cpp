@@ -1,10 +1,12 @@
 #include "daemon/log.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 
 namespace rdmagate::control::log {
@@ -234,9 +236,39 @@ void Logger::set_sink(Sink sink) {
   sink_ = std::move(sink);
 }
 
+int syslog_priority(Level l) noexcept {
+  switch (l) {
+    case Level::kError:
+      return 3;
+    case Level::kWarn:
+      return 4;
+    case Level::kInfo:
+      return 6;
+    case Level::kDebug:
+    case Level::kTrace:
+      return 7;
+  }
+  return 6;
+}
+
+bool fd_is_journal_stream(int fd, const char* journal_stream) noexcept {
+  if (journal_stream == nullptr) return false;
+  unsigned long long dev = 0, ino = 0;
+  char tail = 0;
+  if (std::sscanf(journal_stream, "%llu:%llu%c", &dev, &ino, &tail) != 2) return false;
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return false;
+  return static_cast<unsigned long long>(st.st_dev) == dev &&
+         static_cast<unsigned long long>(st.st_ino) == ino;
+}
+
 void Logger::log(Level l, std::string_view msg, Fields fields) {
   if (!enabled(l)) return;
-  const std::string line = format_line(format(), std::chrono::system_clock::now(), l, msg, fields);
+  std::string line;
+  if (priority_prefix_.load(std::memory_order_relaxed)) {
+    line = "<" + std::to_string(syslog_priority(l)) + ">";
+  }
+  line += format_line(format(), std::chrono::system_clock::now(), l, msg, fields);
   const std::lock_guard lock(mutex_);
   if (sink_) {
     sink_(line);
@@ -245,8 +277,16 @@ void Logger::log(Level l, std::string_view msg, Fields fields) {
   }
 }
 
+namespace {
+Logger& process_logger() {
+  static Logger l;
+  l.set_priority_prefix(fd_is_journal_stream(STDERR_FILENO, std::getenv("JOURNAL_STREAM")));
+  return l;
+}
+}  // namespace
+
 Logger& logger() {
-  static Logger instance;
+  static Logger& instance = process_logger();  // once: the environment is read before any thread logs
   return instance;
 }
 

@@ -70,6 +70,14 @@ std::string json_string(std::string_view v);
 // be able to break the line's structure).
 std::string sanitize_key(std::string_view k);
 
+// The syslog priority journald files a line of this level under: error 3 (LOG_ERR), warn 4, info 6,
+// debug and trace 7.
+int syslog_priority(Level l) noexcept;
+// Whether `fd` is the stream systemd names in `journal_stream` (the JOURNAL_STREAM variable:
+// "<device>:<inode>" of the socket it gave the service as stdout/stderr). Only then is a "<N>" prefix read as
+// the line's priority; anywhere else (a terminal, a file, a container runtime) it would be noise.
+bool fd_is_journal_stream(int fd, const char* journal_stream) noexcept;
+
 class Logger {
  public:
   // Where finished lines go; default: write(2) to stderr. Tests capture with a sink.
@@ -85,6 +93,9 @@ class Logger {
   Format format() const noexcept { return format_.load(std::memory_order_relaxed); }
   bool enabled(Level l) const noexcept { return static_cast<int>(l) >= static_cast<int>(level()); }
   void set_sink(Sink sink);
+  // Every line starts with "<N>", N its syslog priority (sd-daemon(3)'s SD_ERR etc.): what journald needs to
+  // give `journalctl -p err` the error lines. The process-wide logger turns it on when stderr is the journal.
+  void set_priority_prefix(bool on) noexcept { priority_prefix_.store(on, std::memory_order_relaxed); }
 
   void log(Level l, std::string_view msg, Fields fields = {});
   void trace(std::string_view msg, Fields fields = {}) { log(Level::kTrace, msg, fields); }
@@ -96,6 +107,7 @@ class Logger {
  private:
   std::atomic<Format> format_{Format::kLogfmt};
   std::atomic<Level> level_{Level::kInfo};
+  std::atomic<bool> priority_prefix_{false};
   std::mutex mutex_;  // one line at a time, and the sink
   Sink sink_;
 };

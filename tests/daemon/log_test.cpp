@@ -3,6 +3,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -161,6 +163,52 @@ TEST_F(Captured, ConfigureSwitchesFormat) {
   lg_.info("kept");
   ASSERT_EQ(lines_.size(), 2u);
   EXPECT_THAT(lines_[1], HasSubstr(" level=info msg=kept\n"));
+}
+
+// journald reads "<N>" at the start of a line on its stream as the syslog priority (SyslogLevelPrefix=, on by
+// default), which is what `journalctl -p err` filters on.
+TEST_F(Captured, PriorityPrefixCarriesTheSyslogLevel) {
+  lg_.set_level(Level::kTrace);
+  lg_.set_priority_prefix(true);
+  all_levels();
+  ASSERT_EQ(lines_.size(), 5u);
+  const char* const want[] = {"<7>ts=", "<7>ts=", "<6>ts=", "<4>ts=", "<3>ts="};
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(lines_[i].rfind(want[i], 0), 0u) << lines_[i];
+  EXPECT_THAT(lines_[4], HasSubstr(" level=error msg=e\n"));
+  lines_.clear();
+  lg_.set_priority_prefix(false);
+  lg_.error("plain");
+  ASSERT_EQ(lines_.size(), 1u);
+  EXPECT_EQ(lines_[0].rfind("ts=", 0), 0u);
+}
+
+TEST(LogJournal, SyslogPriorities) {
+  EXPECT_EQ(log::syslog_priority(Level::kError), 3);
+  EXPECT_EQ(log::syslog_priority(Level::kWarn), 4);
+  EXPECT_EQ(log::syslog_priority(Level::kInfo), 6);
+  EXPECT_EQ(log::syslog_priority(Level::kDebug), 7);
+  EXPECT_EQ(log::syslog_priority(Level::kTrace), 7);
+}
+
+// JOURNAL_STREAM names the journal's socket by device and inode; only the fd open on exactly that file is
+// the journal (a child's stderr redirected elsewhere keeps the variable but not the file).
+TEST(LogJournal, JournalStreamMatchesOnlyItsOwnFile) {
+  char path[] = "/tmp/rdmagate-log-test-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  unlink(path);
+  struct stat st {};
+  ASSERT_EQ(fstat(fd, &st), 0);
+  const std::string mine = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  const std::string other_ino = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino + 1);
+  EXPECT_TRUE(log::fd_is_journal_stream(fd, mine.c_str()));
+  EXPECT_FALSE(log::fd_is_journal_stream(fd, other_ino.c_str()));
+  EXPECT_FALSE(log::fd_is_journal_stream(fd, nullptr));
+  EXPECT_FALSE(log::fd_is_journal_stream(fd, ""));
+  EXPECT_FALSE(log::fd_is_journal_stream(fd, "garbage"));
+  EXPECT_FALSE(log::fd_is_journal_stream(fd, (mine + "x").c_str()));
+  EXPECT_FALSE(log::fd_is_journal_stream(-1, mine.c_str()));
+  close(fd);
 }
 
 }  // namespace
