@@ -109,7 +109,9 @@ fi
 
 # --------------------------------------------------------------------------------------------- systemd
 unit=$deploy/systemd/rdmagate.service
-svc() { sed -n '/^\[Service\]/,/^\[/p' "$unit" | grep -qxF -- "$1"; }
+# grep reads all of sed's output (no -q): under pipefail, grep -q leaving early would fail the pipeline with
+# sed's SIGPIPE whenever sed had more of the section still to write.
+svc() { sed -n '/^\[Service\]/,/^\[/p' "$unit" | grep -xF -- "$1" >/dev/null; }
 expect "unit: Type=notify" svc "Type=notify"
 expect "unit: ExecStart runs the config" svc "ExecStart=/usr/bin/rdmagate --config /etc/rdmagate/rdmagate.yaml"
 expect "unit: a config error (exit 78) is not restarted" svc "RestartPreventExitStatus=78"
