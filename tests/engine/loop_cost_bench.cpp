@@ -1,6 +1,6 @@
-// Instructions per echoed message of a whole core-loop turn (CoreLoop::run_st: poll, decode, credits, the echo
-// service, encode, stage, flush), counted under callgrind by tests/bench/run-backend-cost.sh. Two backends
-// under the same loop and the same peer:
+// Instructions per echoed message of a whole core-loop turn (CoreLoop::run_st: poll, decode, credits, the
+// echo service, encode, stage, flush), counted under callgrind by tests/bench/run-backend-cost.sh. Two
+// backends under the same loop and the same peer:
 //   sim    CoreLoop<SimMlx5Backend, EchoService>: the real Mlx5Backend against the simulated mlx5 NIC
 //   fake   CoreLoop<FakeBackend, EchoService>: the verbs-shaped fake backend (staging into vectors)
 // Only counted_turn and what it calls are measured, minus the device models (the NIC's catch-up in
@@ -21,8 +21,7 @@
 
 #include "dataplane/core_loop.hpp"
 #include "dataplane/core_resources.hpp"
-#include "tests/engine/fake_backend.hpp"
-#include "tests/engine/sim_mlx5.hpp"
+#include "tests/engine/device_rigs.hpp"
 #include "tests/support/test_services.hpp"
 
 using namespace rdmagate;
@@ -39,35 +38,23 @@ struct Replies {
   void on_failed_st(ConnHandle, FailureKind, std::uint32_t) { ++failed; }
 };
 
-extern "C" __attribute__((noinline)) void counted_turn(void (*run)(void*), void* loop) { run(loop); }
+extern "C" __attribute__((noinline)) void counted_turn(void (*run)(void*), void* loop) {
+  run(loop);
+}
 
-struct FakeRig {
-  using Backend = FakeBackend;
-  FakeDevice dev;
-  FakeDevice& model() { return dev; }
-  DeviceBackend& device() { return dev; }
-  FakeCq& model_cq(BackendCq& cq) { return static_cast<FakeCq&>(cq); }
-  std::unique_ptr<LoopbackConn> open(CoreResources& res, const LoopbackOptions& o, std::string* e) {
-    return LoopbackConn::open(dev, res, o, e);
-  }
-  void after_turn() {}
-  std::uint64_t doorbells(LoopbackConn& c) { return c.qp().stats().flushes; }
-  bool clean() const { return dev.stats().local_errors == 0; }
-};
-
-struct SimRig {
-  using Backend = SimMlx5Backend;
-  SimMlx5Device sim;
-  FakeDevice& model() { return sim.model(); }
-  DeviceBackend& device() { return sim; }
-  FakeCq& model_cq(BackendCq& cq) { return SimMlx5Device::model_of(cq); }
-  std::unique_ptr<LoopbackConn> open(CoreResources& res, const LoopbackOptions& o, std::string* e) {
-    return LoopbackConn::open(sim, sim.model(), res, o, e);
-  }
-  void after_turn() { sim.sync(); }
-  std::uint64_t doorbells(LoopbackConn& c) { return static_cast<Mlx5Qp&>(c.backend_qp()).doorbells; }
-  bool clean() const { return sim.stats().nic_errors() == 0 && sim.stats().cq_overruns == 0; }
-};
+// The loop's doorbells (fake: flushes that posted anything) and whether the device saw nothing malformed.
+std::uint64_t doorbells(FakeRig&, LoopbackConn& c) {
+  return c.qp().stats().flushes;
+}
+std::uint64_t doorbells(SimMlx5Rig&, LoopbackConn& c) {
+  return static_cast<Mlx5Qp&>(c.backend_qp()).doorbells;
+}
+bool clean(const FakeRig& r) {
+  return r.dev.stats().local_errors == 0;
+}
+bool clean(const SimMlx5Rig& r) {
+  return r.sim.stats().nic_errors() == 0 && r.sim.stats().cq_overruns == 0;
+}
 
 template <typename Rig>
 int run(std::uint64_t rounds, std::uint32_t batch) {
@@ -91,7 +78,7 @@ int run(std::uint64_t rounds, std::uint32_t batch) {
   LoopbackOptions opt;
   opt.queue_depth = 32;
   opt.peer_tx = 48;
-  std::unique_ptr<LoopbackConn> c = rig.open(*res, opt, &err);
+  std::unique_ptr<LoopbackConn> c = LoopbackConn::open(rig.device(), rig.model(), *res, opt, &err);
   if (c == nullptr) {
     std::fprintf(stderr, "connection: %s\n", err.c_str());
     return 1;
@@ -129,8 +116,8 @@ int run(std::uint64_t rounds, std::uint32_t batch) {
     while (!c->peer().inbox.empty()) {
       const FakePeer::Received& a = c->peer().inbox.front();
       ++answered;
-      if (a.type != protocol::MessageType::kInlineResponse || a.cookie != answered || a.payload.size() != kPayload ||
-          a.payload[0] != static_cast<std::uint8_t>(a.cookie)) {
+      if (a.type != protocol::MessageType::kInlineResponse || a.cookie != answered ||
+          a.payload.size() != kPayload || a.payload[0] != static_cast<std::uint8_t>(a.cookie)) {
         ++bad;
       }
       c->peer().inbox.pop_front();
@@ -138,8 +125,8 @@ int run(std::uint64_t rounds, std::uint32_t batch) {
   }
   std::printf("%s: %llu answered of %llu, %llu bad, %llu doorbells, clean %d\n", Rig::Backend::kName,
               static_cast<unsigned long long>(answered), static_cast<unsigned long long>(cookie),
-              static_cast<unsigned long long>(bad), static_cast<unsigned long long>(rig.doorbells(*c)),
-              rig.clean() ? 1 : 0);
+              static_cast<unsigned long long>(bad), static_cast<unsigned long long>(doorbells(rig, *c)),
+              clean(rig) ? 1 : 0);
   // Control's teardown, so nothing is destroyed with work on it.
   rig.device().qp_to_err(c->backend_qp());
   res->control_mailbox().send_st(ToCore::close(c->handle(), CloseReason::kLocal));
@@ -147,7 +134,7 @@ int run(std::uint64_t rounds, std::uint32_t batch) {
     rig.model().run_all();
     turn();
   }
-  return answered == cookie && bad == 0 && rig.clean() && replies.closed == 1 ? 0 : 1;
+  return answered == cookie && bad == 0 && clean(rig) && replies.closed == 1 ? 0 : 1;
 }
 
 }  // namespace
@@ -161,7 +148,7 @@ int main(int argc, char** argv) {
   const std::uint64_t rounds = std::strtoull(argv[2], nullptr, 10);
   const std::uint32_t batch = static_cast<std::uint32_t>(std::strtoul(argv[3], nullptr, 10));
   if (rounds == 0 || batch == 0 || batch > 16) return 2;
-  if (kind == "sim") return run<SimRig>(rounds, batch);
+  if (kind == "sim") return run<SimMlx5Rig>(rounds, batch);
   if (kind == "fake") return run<FakeRig>(rounds, batch);
   return 2;
 }
