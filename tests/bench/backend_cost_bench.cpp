@@ -1,8 +1,8 @@
 // Instructions per echoed message spent in a device backend's hot path: poll the request's receive CQE,
-// re-stage its receive, stage the 64-byte inline answer (signaled one in `signal_interval`), flush (doorbell),
-// and poll the answer's send CQE when it was signaled. Run under callgrind (tests/bench/run-backend-cost.sh):
-// only the functions named counted_* are measured (--toggle-collect), so the stand-in NIC and the setup cost
-// nothing; the count is exact and the same on every machine.
+// re-stage its receive, stage the 64-byte inline answer (signaled one in `signal_interval`), flush
+// (doorbell), and poll the answer's send CQE when it was signaled. Run under callgrind
+// (tests/bench/run-backend-cost.sh): only the counted_<B> wrappers are measured (--toggle-collect), so
+// the stand-in NIC and the setup cost nothing; the count is exact and the same on every machine.
 //
 //   mlx5   Mlx5Backend over rings in heap memory, answered by a minimal NIC stand-in that writes the CQEs a
 //          real NIC would (a REQ CQE per signaled WQE, a RESP_SEND CQE per incoming message).
@@ -36,7 +36,8 @@ constexpr std::uint32_t kDepth = 64;
 std::uint8_t g_tx[kMsg];
 std::uint8_t g_rx[kDepth][512];
 
-// ---- mlx5: rings on the heap and a NIC stand-in ------------------------------------------------------------
+// ---- mlx5: rings on the heap and a NIC stand-in
+// ------------------------------------------------------------
 
 struct Mlx5Rig {
   std::vector<std::uint8_t> sq = std::vector<std::uint8_t>(256 * 64);
@@ -90,7 +91,8 @@ struct Mlx5Rig {
     while ((nic_sq & 0xffff) != pi) {
       const auto* c = reinterpret_cast<const mlx5_wqe_ctrl_seg*>(sq.data() + (nic_sq & 255) * 64);
       const std::uint32_t ds = be32toh(c->qpn_ds) & 0x3f;
-      if ((c->fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) != 0) cqe(MLX5_CQE_REQ, static_cast<std::uint16_t>(nic_sq), 0);
+      if ((c->fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) != 0)
+        cqe(MLX5_CQE_REQ, static_cast<std::uint16_t>(nic_sq), 0);
       nic_sq += (ds + 3) / 4;
     }
   }
@@ -98,17 +100,23 @@ struct Mlx5Rig {
 
 // The backend's own calls, one noinline wrapper each (a jump: ~1 instruction of the count is the wrapper's).
 // The loop around them stands in for the core loop and is not counted.
-extern "C" __attribute__((noinline)) int counted_mlx5_poll(Mlx5Cq* cq, Completion* out, int n) {
-  return Mlx5Backend::poll_st(*cq, out, n);
+template <typename B>
+__attribute__((noinline)) int counted_poll(typename B::Cq* cq, Completion* out, int n) {
+  return B::poll_st(*cq, out, n);
 }
-extern "C" __attribute__((noinline)) void counted_mlx5_recv(Mlx5Qp* q, std::uint64_t wr_id, Segment s) {
-  Mlx5Backend::stage_recv_st(*q, wr_id, s);
+template <typename B>
+__attribute__((noinline)) void counted_recv(typename B::Qp* q, std::uint64_t wr_id, Segment s) {
+  B::stage_recv_st(*q, wr_id, s);
 }
-extern "C" __attribute__((noinline)) void counted_mlx5_send(Mlx5Qp* q, std::uint64_t wr_id, Segment s,
-                                                          unsigned flags) {
-  Mlx5Backend::stage_send_st(*q, wr_id, s, flags);
+template <typename B>
+__attribute__((noinline)) void counted_send(typename B::Qp* q, std::uint64_t wr_id, Segment s,
+                                            unsigned flags) {
+  B::stage_send_st(*q, wr_id, s, flags);
 }
-extern "C" __attribute__((noinline)) FlushResult counted_mlx5_flush(Mlx5Qp* q) { return Mlx5Backend::flush_st(*q); }
+template <typename B>
+__attribute__((noinline)) FlushResult counted_flush(typename B::Qp* q) {
+  return B::flush_st(*q);
+}
 
 template <typename Recv, typename Send>
 void answer(const Completion* wc, int n, std::uint64_t* seq, Recv recv, Send send) {
@@ -131,24 +139,25 @@ int run_mlx5(std::uint64_t messages, std::uint32_t batch) {
   std::uint64_t seq = 0, done = 0, polled = 0;
   while (done < messages) {
     for (std::uint32_t i = 0; i < batch; ++i) rig.deliver();
-    int got = counted_mlx5_poll(&rig.cq, wc, Mlx5Backend::kMaxPoll);
+    int got = counted_poll<Mlx5Backend>(&rig.cq, wc, Mlx5Backend::kMaxPoll);
     polled += static_cast<std::uint64_t>(got);
     answer(
-        wc, got, &seq, [&](std::uint64_t id, Segment g) { counted_mlx5_recv(&rig.qp, id, g); },
-        [&](std::uint64_t id, Segment g, unsigned f) { counted_mlx5_send(&rig.qp, id, g, f); });
-    counted_mlx5_flush(&rig.qp);
+        wc, got, &seq, [&](std::uint64_t id, Segment g) { counted_recv<Mlx5Backend>(&rig.qp, id, g); },
+        [&](std::uint64_t id, Segment g, unsigned f) { counted_send<Mlx5Backend>(&rig.qp, id, g, f); });
+    counted_flush<Mlx5Backend>(&rig.qp);
     rig.execute();
     for (int i = 0; i < got; ++i) done += wc[i].wr_id < 1000 ? 1 : 0;
   }
   // The send CQEs of the last turn.
   rig.execute();
-  polled += static_cast<std::uint64_t>(counted_mlx5_poll(&rig.cq, wc, Mlx5Backend::kMaxPoll));
+  polled += static_cast<std::uint64_t>(counted_poll<Mlx5Backend>(&rig.cq, wc, Mlx5Backend::kMaxPoll));
   std::printf("mlx5: %llu messages, %llu CQEs, %llu doorbells\n", static_cast<unsigned long long>(done),
               static_cast<unsigned long long>(polled), static_cast<unsigned long long>(rig.qp.doorbells));
   return done == messages && rig.qp.doorbells == messages / batch ? 0 : 1;
 }
 
-// ---- verbs: the same shape through libibverbs' inline entry points, provider stubbed out ---------------------
+// ---- verbs: the same shape through libibverbs' inline entry points, provider stubbed out
+// ---------------------
 
 struct StubNic {
   std::uint64_t sends = 0, recvs = 0, pending_req = 0, pending_send_cqes = 0;
@@ -185,20 +194,6 @@ extern "C" __attribute__((noinline)) int stub_poll_cq(ibv_cq*, int n, ibv_wc* wc
   return got;
 }
 
-extern "C" __attribute__((noinline)) int counted_verbs_poll(VerbsCq* cq, Completion* out, int n) {
-  return VerbsBackend::poll_st(*cq, out, n);
-}
-extern "C" __attribute__((noinline)) void counted_verbs_recv(VerbsQp* q, std::uint64_t wr_id, Segment s) {
-  VerbsBackend::stage_recv_st(*q, wr_id, s);
-}
-extern "C" __attribute__((noinline)) void counted_verbs_send(VerbsQp* q, std::uint64_t wr_id, Segment s,
-                                                           unsigned flags) {
-  VerbsBackend::stage_send_st(*q, wr_id, s, flags);
-}
-extern "C" __attribute__((noinline)) FlushResult counted_verbs_flush(VerbsQp* q) {
-  return VerbsBackend::flush_st(*q);
-}
-
 int run_verbs(std::uint64_t messages, std::uint32_t batch) {
   ibv_context ctx{};
   ctx.ops.post_send = stub_post_send;
@@ -228,18 +223,19 @@ int run_verbs(std::uint64_t messages, std::uint32_t batch) {
   std::uint64_t seq = 0, done = 0;
   while (done < messages) {
     g_nic.pending_req += batch;
-    const int got = counted_verbs_poll(&cq, wc, VerbsBackend::kMaxPoll);
+    const int got = counted_poll<VerbsBackend>(&cq, wc, VerbsBackend::kMaxPoll);
     answer(
-        wc, got, &seq, [&](std::uint64_t id, Segment g) { counted_verbs_recv(&q, id, g); },
-        [&](std::uint64_t id, Segment g, unsigned f) { counted_verbs_send(&q, id, g, f); });
-    counted_verbs_flush(&q);
+        wc, got, &seq, [&](std::uint64_t id, Segment g) { counted_recv<VerbsBackend>(&q, id, g); },
+        [&](std::uint64_t id, Segment g, unsigned f) { counted_send<VerbsBackend>(&q, id, g, f); });
+    counted_flush<VerbsBackend>(&q);
     for (int i = 0; i < got; ++i) done += wc[i].wr_id < 1000 ? 1 : 0;
   }
-  counted_verbs_poll(&cq, wc, VerbsBackend::kMaxPoll);
+  counted_poll<VerbsBackend>(&cq, wc, VerbsBackend::kMaxPoll);
   q.qp = nullptr;  // not a real QP: nothing to destroy
   cq.cq = nullptr;
-  std::printf("verbs: %llu messages, %llu sends, %llu receives posted\n", static_cast<unsigned long long>(done),
-              static_cast<unsigned long long>(g_nic.sends), static_cast<unsigned long long>(g_nic.recvs));
+  std::printf("verbs: %llu messages, %llu sends, %llu receives posted\n",
+              static_cast<unsigned long long>(done), static_cast<unsigned long long>(g_nic.sends),
+              static_cast<unsigned long long>(g_nic.recvs));
   return done == messages && g_nic.sends == messages ? 0 : 1;
 }
 

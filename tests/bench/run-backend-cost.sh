@@ -25,7 +25,7 @@ measure() {  # tag toggles... -- program args... -> instructions per message
   local toggles=()
   while [[ $1 != -- ]]; do toggles+=("--toggle-collect=$1"); shift; done
   shift
-  valgrind --tool=callgrind --collect-atstart=no --toggle-collect='counted_*' "${toggles[@]}" \
+  valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*counted_*' "${toggles[@]}" \
     --callgrind-out-file="$out/cg.$tag" "$@" >"$out/log.$tag" 2>&1 || { cat "$out/log.$tag" >&2; exit 1; }
   local ir
   ir=$(awk '/^summary:/ {print $2}' "$out/cg.$tag")
