@@ -64,9 +64,9 @@ class Mlx5Qp : public BackendQp {
   Mlx5Cq* cq = nullptr;                     // where this QP's completions go (its table names it)
 
   // ---- send queue state (core) ----
-  std::uint32_t sq_pi = 0;       // producer index, BBs (the WQE counter the NIC sees is its low 16 bits)
-  std::uint16_t sq_ci = 0;       // BBs the NIC is done with: behind the newest WQE a polled CQE named
-  std::uint32_t sq_rung = 0;     // sq_pi at the last doorbell
+  std::uint32_t sq_pi = 0;            // producer index, BBs (the WQE counter the NIC sees is its low 16 bits)
+  std::uint16_t sq_ci = 0;            // BBs the NIC is done with: behind the newest WQE a polled CQE named
+  std::uint32_t sq_rung = 0;          // sq_pi at the last doorbell
   std::uint8_t* last_ctrl = nullptr;  // the newest staged WQE, whose first 8 bytes the doorbell carries
   std::uint32_t bf_offset = 0;
   std::vector<std::uint64_t> sq_wrid;  // by WQE start BB: what the core staged it with
@@ -111,8 +111,8 @@ class Mlx5Cq : public BackendCq {
   explicit Mlx5Cq(std::uint32_t max_qps) : qps(max_qps) {}
 
   // ---- from mlx5dv_init_obj (or the simulated NIC) ----
-  std::uint8_t* buf = nullptr;  // cqe_cnt 64-byte CQEs
-  std::uint32_t cqe_cnt = 0;    // a power of two
+  std::uint8_t* buf = nullptr;              // cqe_cnt 64-byte CQEs
+  std::uint32_t cqe_cnt = 0;                // a power of two
   volatile std::uint32_t* dbrec = nullptr;  // [mlx5::kCqSetCi], big-endian, 24 bits
   Mlx5QpTable qps;
   // ---- core ----
@@ -161,20 +161,34 @@ inline Mlx5Qp::~Mlx5Qp() {
 // What an error CQE's syndrome means, in the verbs backend's terms (rdma-core providers/mlx5/cq.c).
 inline ibv_wc_status mlx5_syndrome_status(std::uint8_t syndrome) noexcept {
   switch (syndrome) {
-    case MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR: return IBV_WC_LOC_LEN_ERR;
-    case MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR: return IBV_WC_LOC_QP_OP_ERR;
-    case MLX5_CQE_SYNDROME_LOCAL_PROT_ERR: return IBV_WC_LOC_PROT_ERR;
-    case MLX5_CQE_SYNDROME_WR_FLUSH_ERR: return IBV_WC_WR_FLUSH_ERR;
-    case MLX5_CQE_SYNDROME_MW_BIND_ERR: return IBV_WC_MW_BIND_ERR;
-    case MLX5_CQE_SYNDROME_BAD_RESP_ERR: return IBV_WC_BAD_RESP_ERR;
-    case MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR: return IBV_WC_LOC_ACCESS_ERR;
-    case MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR: return IBV_WC_REM_INV_REQ_ERR;
-    case MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR: return IBV_WC_REM_ACCESS_ERR;
-    case MLX5_CQE_SYNDROME_REMOTE_OP_ERR: return IBV_WC_REM_OP_ERR;
-    case MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR: return IBV_WC_RETRY_EXC_ERR;
-    case MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR: return IBV_WC_RNR_RETRY_EXC_ERR;
-    case MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR: return IBV_WC_REM_ABORT_ERR;
-    default: return IBV_WC_GENERAL_ERR;
+    case MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR:
+      return IBV_WC_LOC_LEN_ERR;
+    case MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR:
+      return IBV_WC_LOC_QP_OP_ERR;
+    case MLX5_CQE_SYNDROME_LOCAL_PROT_ERR:
+      return IBV_WC_LOC_PROT_ERR;
+    case MLX5_CQE_SYNDROME_WR_FLUSH_ERR:
+      return IBV_WC_WR_FLUSH_ERR;
+    case MLX5_CQE_SYNDROME_MW_BIND_ERR:
+      return IBV_WC_MW_BIND_ERR;
+    case MLX5_CQE_SYNDROME_BAD_RESP_ERR:
+      return IBV_WC_BAD_RESP_ERR;
+    case MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR:
+      return IBV_WC_LOC_ACCESS_ERR;
+    case MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR:
+      return IBV_WC_REM_INV_REQ_ERR;
+    case MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR:
+      return IBV_WC_REM_ACCESS_ERR;
+    case MLX5_CQE_SYNDROME_REMOTE_OP_ERR:
+      return IBV_WC_REM_OP_ERR;
+    case MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR:
+      return IBV_WC_RETRY_EXC_ERR;
+    case MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR:
+      return IBV_WC_RNR_RETRY_EXC_ERR;
+    case MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR:
+      return IBV_WC_REM_ABORT_ERR;
+    default:
+      return IBV_WC_GENERAL_ERR;
   }
 }
 
@@ -213,7 +227,8 @@ struct Mlx5Backend {
     const bool inl = (flags & kSendInline) != 0 && s.len != 0 && s.len <= q.max_inline;
     const std::uint32_t ds = s.len == 0 ? 1 : inl ? 1 + (4 + s.len + 15) / 16 : 2;
     std::uint8_t* w = begin_wqe(q, wr_id, ds);
-    if (w == nullptr) [[unlikely]] return;
+    if (w == nullptr) [[unlikely]]
+      return;
     std::uint8_t* seg = w + sizeof(mlx5_wqe_ctrl_seg);
     end_wqe(q, w, MLX5_OPCODE_SEND, ds, flags);
     if (inl) {
@@ -232,7 +247,8 @@ struct Mlx5Backend {
                             std::uint32_t rkey, unsigned flags) noexcept {
     const std::uint32_t ds = local.len != 0 ? 3 : 2;
     std::uint8_t* w = begin_wqe(q, wr_id, ds);
-    if (w == nullptr) [[unlikely]] return;
+    if (w == nullptr) [[unlikely]]
+      return;
     auto* r = reinterpret_cast<mlx5_wqe_raddr_seg*>(w + sizeof(mlx5_wqe_ctrl_seg));
     r->raddr = htobe64(remote_addr);
     r->rkey = htobe32(rkey);
@@ -321,7 +337,8 @@ struct Mlx5Backend {
     return q.sq_buf + (std::size_t{idx} << 6);
   }
 
-  static void end_wqe(Qp& q, std::uint8_t* w, std::uint32_t opcode, std::uint32_t ds, unsigned flags) noexcept {
+  static void end_wqe(Qp& q, std::uint8_t* w, std::uint32_t opcode, std::uint32_t ds,
+                      unsigned flags) noexcept {
     auto* c = reinterpret_cast<mlx5_wqe_ctrl_seg*>(w);
     c->opmod_idx_opcode = htobe32(((q.sq_pi & 0xffff) << 8) | opcode);
     c->qpn_ds = htobe32(q.qpn_shifted | ds);
@@ -352,14 +369,12 @@ struct Mlx5Backend {
     std::memcpy(q.sq_buf, src + room, n - room);
   }
 
-
   // One CQE of QP q into out; false when it is of a kind this backend never asks for (counted).
-  static bool decode(Cq& cq, Qp& qp, const mlx5_cqe64& cqe, std::uint8_t op_own, Completion& out) noexcept {
-    Qp* const q = &qp;
+  static bool decode(Cq& cq, Qp& q, const mlx5_cqe64& cqe, std::uint8_t op_own, Completion& out) noexcept {
     const std::uint8_t opcode = op_own >> 4;
     switch (opcode) {
       case MLX5_CQE_REQ: {
-        out.wr_id = sq_done(*q, be16toh(cqe.wqe_counter));
+        out.wr_id = sq_done(q, be16toh(cqe.wqe_counter));
         out.byte_len = be32toh(cqe.byte_cnt);
         out.status = CompletionStatus::kOk;
         out.device_status = IBV_WC_SUCCESS;
@@ -369,32 +384,26 @@ struct Mlx5Backend {
       case MLX5_CQE_RESP_SEND:
       case MLX5_CQE_RESP_SEND_IMM:
       case MLX5_CQE_RESP_SEND_INV: {
-        const std::uint32_t idx = q->rq_tail & (q->rq_wqe_cnt - 1);
-        out.wr_id = q->rq_wrid[idx];
-        ++q->rq_tail;
+        const std::uint32_t idx = rq_done(q);
+        out.wr_id = q.rq_wrid[idx];
         out.byte_len = be32toh(cqe.byte_cnt);
         out.status = CompletionStatus::kOk;
         out.device_status = IBV_WC_SUCCESS;
-        // Scatter-to-CQE (on by default in rdma-core): a small message's bytes are in the CQE's first 32 bytes,
-        // not in the buffer; put them where the receive said, as the provider does.
+        // Scatter-to-CQE (on by default in rdma-core): a small message's bytes are in the CQE's first 32
+        // bytes, not in the buffer; put them where the receive said, as the provider does.
         if ((op_own & MLX5_INLINE_SCATTER_32) != 0) [[unlikely]] {
-          scatter_from_cqe(cq, *q, idx, cqe, out.byte_len);
+          scatter_from_cqe(cq, q, idx, cqe, out.byte_len);
         }
         return true;
       }
       case MLX5_CQE_REQ_ERR:
       case MLX5_CQE_RESP_ERR: {
         const auto& e = reinterpret_cast<const mlx5_err_cqe&>(cqe);
-        if (opcode == MLX5_CQE_REQ_ERR) {
-          out.wr_id = sq_done(*q, be16toh(cqe.wqe_counter));
-        } else {
-          out.wr_id = q->rq_wrid[q->rq_tail & (q->rq_wqe_cnt - 1)];
-          ++q->rq_tail;
-        }
+        out.wr_id = opcode == MLX5_CQE_REQ_ERR ? sq_done(q, be16toh(cqe.wqe_counter)) : q.rq_wrid[rq_done(q)];
         out.byte_len = 0;
         out.device_status = mlx5_syndrome_status(e.syndrome);
         out.status = e.syndrome == MLX5_CQE_SYNDROME_WR_FLUSH_ERR ? CompletionStatus::kFlushed
-                                                                   : CompletionStatus::kError;
+                                                                  : CompletionStatus::kError;
         return true;
       }
       default:
@@ -411,10 +420,14 @@ struct Mlx5Backend {
     return q.sq_wrid[idx];
   }
 
+  // The oldest posted receive completed (receives complete in order: no SRQ): its RQ index.
+  static std::uint32_t rq_done(Qp& q) noexcept { return q.rq_tail++ & (q.rq_wqe_cnt - 1); }
+
   static void scatter_from_cqe(Cq& cq, Qp& q, std::uint32_t idx, const mlx5_cqe64& cqe,
                                std::uint32_t len) noexcept {
     ++cq.stats.inline_scatter;
-    const auto* d = reinterpret_cast<const mlx5_wqe_data_seg*>(q.rq_buf + (std::size_t{idx} << q.rq_stride_shift));
+    const auto* d =
+        reinterpret_cast<const mlx5_wqe_data_seg*>(q.rq_buf + (std::size_t{idx} << q.rq_stride_shift));
     const std::uint32_t room = be32toh(d->byte_count);
     const std::uint32_t n = len < 32 ? len : 32;
     std::memcpy(reinterpret_cast<void*>(be64toh(d->addr)), &cqe, n < room ? n : room);
