@@ -23,9 +23,9 @@ std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreC
   std::unique_ptr<CoreResources> c(new CoreResources());
   c->index_ = index;
   c->cfg_ = cfg;
-  // Every receive and every send work request of every slot can complete on this CQ: a flush gives each a CQE,
-  // signaled or not, and a slot's send queue holds its messages, a chunk's RDMA work requests and the drain
-  // marker (send_queue_depth).
+  // Every receive and every send work request of every slot can complete on this CQ: a flush gives each a
+  // CQE, signaled or not, and a slot's send queue holds its messages, a chunk's RDMA work requests and the
+  // drain marker (send_queue_depth).
   const int cqe = static_cast<int>(cfg.max_conns * (cfg.rx_per_conn + send_queue_depth(cfg)));
   c->cq_ = backend.create_cq(cqe, cfg.max_conns, error);
   if (c->cq_ == nullptr) return nullptr;

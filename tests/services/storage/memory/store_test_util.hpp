@@ -2,14 +2,14 @@
 // the friend peer that reads the store's private accounting (store_test_peer.hpp).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "services/storage/memory/store.hpp"
 #include "tests/services/storage/memory/store_test_peer.hpp"
