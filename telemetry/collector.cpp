@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
 #include "telemetry/metrics.hpp"
@@ -22,6 +23,15 @@ MetricFamily& family_for(std::vector<MetricFamily>& out, std::string_view name, 
                          MetricType type) {
   if (out.empty() || out.back().name != name) out.push_back(MetricFamily{std::string(name), std::string(help), type, {}});
   return out.back();
+}
+
+// An info metric: one series whose labels carry the facts and whose value is always 1.
+void add_info(std::vector<MetricFamily>& out, std::string_view name, std::string_view help,
+              std::initializer_list<prometheus::ClientMetric::Label> labels) {
+  ClientMetric m;
+  m.label.assign(labels.begin(), labels.end());
+  m.gauge.value = 1;
+  family_for(out, name, help, MetricType::Gauge).metric.push_back(std::move(m));
 }
 
 }  // namespace
@@ -71,23 +81,11 @@ std::vector<MetricFamily> StatsCollector::Collect() const {
   const std::lock_guard lock(mutex_);
   std::vector<MetricFamily> out;
 
-  {
-    auto& f = family_for(out, kBuildInfoName, "Build information; the value is always 1.", MetricType::Gauge);
-    ClientMetric m;
-    m.label.push_back({"version", version_});
-    m.label.push_back({"commit", std::string(build_commit())});
-    m.gauge.value = 1;
-    f.metric.push_back(std::move(m));
-  }
+  add_info(out, kBuildInfoName, "Build information; the value is always 1.",
+           {{"version", version_}, {"commit", std::string(build_commit())}});
   if (!backend_.empty()) {
-    auto& f =
-        family_for(out, kBackendInfoName, "Device backend the data-plane cores run; the value is always 1.",
-                   MetricType::Gauge);
-    ClientMetric m;
-    m.label.push_back({"backend", backend_});
-    m.label.push_back({"configured", backend_configured_});
-    m.gauge.value = 1;
-    f.metric.push_back(std::move(m));
+    add_info(out, kBackendInfoName, "Device backend the data-plane cores run; the value is always 1.",
+             {{"backend", backend_}, {"configured", backend_configured_}});
   }
 
   for (const MetricDesc& d : metric_table()) {
