@@ -44,6 +44,8 @@ std::string_view toString(StoreBackend v) noexcept {
   switch (v) {
     case StoreBackend::kMemory:
       return "memory";
+    case StoreBackend::kRados:
+      return "rados";
   }
   return "?";
 }

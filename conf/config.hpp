@@ -65,6 +65,7 @@ enum class DataplaneBackend : std::uint8_t {
 
 enum class StoreBackend : std::uint8_t {
   kMemory,  // the in-hugepage store shared by all data-plane cores (services/storage/memory/)
+  kRados,   // Ceph RADOS through librados (services/storage/rados/), behind a hugepage cache of capacity_mib
 };
 
 enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError };
@@ -139,10 +140,34 @@ struct ProtocolConfig {
   bool operator==(const ProtocolConfig&) const = default;
 };
 
+// store.rados: where and how the rados backend keeps objects. Parsed and checked whatever store.backend
+// says (so switching the backend never uncovers a latent error), used only when it is kRados. Whether
+// conf_file and keyring exist is checked by the daemon at start, not here (--check-config may run
+// elsewhere), like eal.hugepage_dir.
+struct RadosConfig {
+  std::string conf_file = "/etc/ceph/ceph.conf";  // the ceph.conf librados reads: mon addresses, auth
+  std::string client = "client.rdmagate";         // cephx entity: "client." and a non-empty id
+  std::string keyring;                            // keyring file; empty: whatever ceph.conf says
+  std::string pool = "rdmagate";
+  std::string ns;  // key "namespace": the RADOS namespace every object goes into; empty: the default one
+  // rados_osd_op_timeout, rados_mon_op_timeout and client_mount_timeout: a request whose RADOS op does
+  // not end within it is answered unavailable.
+  std::uint32_t op_timeout_ms = 5000;
+  // How long a PUT or DELETE waits for the other gateways to acknowledge its cache invalidation
+  // (watch/notify).
+  std::uint32_t notify_timeout_ms = 2000;
+  // How long this gateway may serve its cache after its watch was last confirmed; above notify_timeout_ms.
+  std::uint32_t cache_lease_ms = 5000;
+
+  bool operator==(const RadosConfig&) const = default;
+};
+
 struct StoreConfig {
   StoreBackend backend = StoreBackend::kMemory;
+  // kMemory: the store itself. kRados: the hugepage cache in front of RADOS.
   std::uint64_t capacity_mib = 256;
   std::uint64_t max_value_bytes = 4 * kMiB;
+  RadosConfig rados;
 
   bool operator==(const StoreConfig&) const = default;
 };

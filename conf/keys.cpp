@@ -104,10 +104,26 @@ void emitFlowStrings(YAML::Emitter& out, const std::vector<std::string>& items) 
 // ---------------------------------------------------------------------------------------------------
 // Key kinds. Each binds one member of one section of Config.
 
+// Where a section lives in Config: a member of it (&Config::eal), or, for a section nested in another
+// (store.rados), a function that reaches it. Member pointers do not compose, hence the function.
+template <class S>
+class Section {
+ public:
+  Section(S Config::*member) : member_(member) {}   // NOLINT(google-explicit-constructor)
+  Section(S& (*reach)(Config&)) : reach_(reach) {}  // NOLINT(google-explicit-constructor)
+  S& of(Config& c) const { return member_ != nullptr ? c.*member_ : reach_(c); }
+  // reach_ only forms a reference; reading through it never writes the const Config.
+  const S& of(const Config& c) const { return of(const_cast<Config&>(c)); }
+
+ private:
+  S Config::*member_ = nullptr;
+  S& (*reach_)(Config&) = nullptr;
+};
+
 template <class S, class T>
 class FieldKey : public Key {
  public:
-  FieldKey(S Config::*section, T S::*field, std::string_view path, std::string_view type,
+  FieldKey(Section<S> section, T S::*field, std::string_view path, std::string_view type,
            std::string_view units, Reload reload, std::string_view description)
       : Key(path, type, units, reload, description), section_(section), field_(field) {}
 
@@ -115,8 +131,8 @@ class FieldKey : public Key {
   void copy(Config& dst, const Config& src) const override { ref(dst) = get(src); }
 
  protected:
-  const T& get(const Config& c) const { return c.*section_.*field_; }
-  T& ref(Config& c) const { return c.*section_.*field_; }
+  const T& get(const Config& c) const { return section_.of(c).*field_; }
+  T& ref(Config& c) const { return section_.of(c).*field_; }
 
   // Commits a parsed value: the only place parse() writes.
   bool commit(Config& cfg, ConfigOrigins& origins, const Origin& at, T value) const {
@@ -126,7 +142,7 @@ class FieldKey : public Key {
   }
 
  private:
-  S Config::*section_;
+  Section<S> section_;
   T S::*field_;
 };
 
@@ -136,7 +152,7 @@ class UnsignedKey final : public FieldKey<S, T> {
   // Extra rule beyond the range; returns an error message, or empty when the value is fine.
   using Rule = std::string (*)(std::uint64_t);
 
-  UnsignedKey(S Config::*section, T S::*field, std::string_view path, std::string_view units, T lo, T hi,
+  UnsignedKey(Section<S> section, T S::*field, std::string_view path, std::string_view units, T lo, T hi,
               Reload reload, std::string_view description, Rule rule = nullptr,
               std::string_view rule_note = {})
       : FieldKey<S, T>(section, field, path, "integer", units, reload, description),
@@ -182,7 +198,7 @@ class UnsignedKey final : public FieldKey<S, T> {
 template <class S>
 class BoolKey final : public FieldKey<S, bool> {
  public:
-  BoolKey(S Config::*section, bool S::*field, std::string_view path, Reload reload,
+  BoolKey(Section<S> section, bool S::*field, std::string_view path, Reload reload,
           std::string_view description)
       : FieldKey<S, bool>(section, field, path, "boolean", "", reload, description) {}
 
@@ -213,7 +229,7 @@ class StringKey final : public FieldKey<S, std::string> {
  public:
   using Rule = std::string (*)(std::string_view);  // error message or empty
 
-  StringKey(S Config::*section, std::string S::*field, std::string_view path, Reload reload,
+  StringKey(Section<S> section, std::string S::*field, std::string_view path, Reload reload,
             std::string_view range_text, std::string_view description, Rule rule)
       : FieldKey<S, std::string>(section, field, path, "string", "", reload, description),
         range_(range_text),
@@ -242,7 +258,7 @@ class StringKey final : public FieldKey<S, std::string> {
 template <class S, class E>
 class EnumKey final : public FieldKey<S, E> {
  public:
-  EnumKey(S Config::*section, E S::*field, std::string_view path, std::vector<E> values, Reload reload,
+  EnumKey(Section<S> section, E S::*field, std::string_view path, std::vector<E> values, Reload reload,
           std::string_view description)
       : FieldKey<S, E>(section, field, path, "enum", "", reload, description), values_(std::move(values)) {
     for (E v : values_) names_.push_back(toString(v));
@@ -276,7 +292,7 @@ class EnumKey final : public FieldKey<S, E> {
 template <class S>
 class CpuListKey final : public FieldKey<S, CpuSet> {
  public:
-  CpuListKey(S Config::*section, CpuSet S::*field, std::string_view path, bool allow_auto, Reload reload,
+  CpuListKey(Section<S> section, CpuSet S::*field, std::string_view path, bool allow_auto, Reload reload,
              std::string_view description)
       : FieldKey<S, CpuSet>(section, field, path, "cpu list", "cpu ids", reload, description),
         allow_auto_(allow_auto) {}
@@ -370,7 +386,7 @@ std::string ipv6QuoteHint(const YAML::Node& n) {
 template <class S>
 class AddressKey final : public FieldKey<S, IpAddress> {
  public:
-  AddressKey(S Config::*section, IpAddress S::*field, std::string_view path, Reload reload,
+  AddressKey(Section<S> section, IpAddress S::*field, std::string_view path, Reload reload,
              std::string_view description)
       : FieldKey<S, IpAddress>(section, field, path, "IP address", "", reload, description) {}
 
@@ -406,7 +422,7 @@ class AddressKey final : public FieldKey<S, IpAddress> {
 template <class S, class E>
 class ListKey : public FieldKey<S, std::vector<E>> {
  public:
-  ListKey(S Config::*section, std::vector<E> S::*field, std::string_view path, std::string_view type,
+  ListKey(Section<S> section, std::vector<E> S::*field, std::string_view path, std::string_view type,
           std::size_t min_count, std::size_t max_count, Reload reload, std::string_view description)
       : FieldKey<S, std::vector<E>>(section, field, path, type, "", reload, description),
         min_(min_count),
@@ -582,6 +598,65 @@ std::string deviceNameRule(std::string_view s) {
   return {};
 }
 
+// store.rados. Control characters are C0, DEL and C1 (U+0080..U+009F: 0xc2 0x80..0x9f in UTF-8, which the
+// loader has already checked): none belongs in a path or an object locator, and a newline in one would
+// split a log line.
+bool hasControlChar(std::string_view s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if (b < 0x20 || b == 0x7f) return true;
+    if (b == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) <= 0x9f) return true;
+  }
+  return false;
+}
+
+std::string cephPathRule(std::string_view s) {
+  if (s.front() != '/') return "is not an absolute path";
+  if (s.size() > 4095) return "is longer than PATH_MAX";
+  if (hasControlChar(s)) return "contains a control character";
+  return {};
+}
+
+std::string cephConfRule(std::string_view s) {
+  if (s.empty()) return "must name a ceph.conf (an absolute path)";
+  return cephPathRule(s);
+}
+
+std::string keyringRule(std::string_view s) {
+  if (s.empty()) return {};
+  if (std::string bad = cephPathRule(s); !bad.empty()) return bad;
+  // Ceph reads a comma-separated keyring option as a list of files to try.
+  if (s.find(',') != std::string_view::npos) return "contains a comma (Ceph would read a list of keyrings)";
+  return {};
+}
+
+std::string cephClientRule(std::string_view s) {
+  constexpr std::string_view kPrefix = "client.";
+  if (s.substr(0, kPrefix.size()) != kPrefix) {
+    return "must start with \"client.\" (a cephx client entity, e.g. client.rdmagate)";
+  }
+  if (s.size() == kPrefix.size()) return "needs an id after \"client.\"";
+  if (!nameChars(s)) return "may only contain letters, digits, '_', '-' and '.'";
+  return {};
+}
+
+std::string poolRule(std::string_view s) {
+  if (s.empty() || s.size() > 255) return "must be 1 to 255 bytes";
+  if (s.find('/') != std::string_view::npos) return "contains a '/'";
+  if (hasControlChar(s)) return "contains a control character";
+  return {};
+}
+
+std::string radosNamespaceRule(std::string_view s) {
+  if (s.size() > 255) return "is longer than 255 bytes";
+  if (hasControlChar(s)) return "contains a control character";
+  return {};
+}
+
+RadosConfig& radosSection(Config& c) {
+  return c.store.rados;
+}
+
 // ---------------------------------------------------------------------------------------------------
 // The table. Order is file order; conf/README.md and conf/rdmagate.yaml follow it.
 
@@ -599,6 +674,7 @@ class Table {
     using T = TelemetryConfig;
     using Se = SecurityConfig;
     using Lg = LoggingConfig;
+    using Ra = RadosConfig;
     add<CpuListKey<E>>(&Config::eal, &E::lcores, "eal.lcores", true, R,
                        "every lcore EAL starts; auto = eal.main_lcore plus dataplane.cores");
     add<UnsignedKey<E, std::uint32_t>>(&Config::eal, &E::main_lcore, "eal.main_lcore", "cpu id", 0u,
@@ -686,13 +762,42 @@ class Table {
                                         "SIGTERM drain: limit of each phase (quiesce, then close)");
     add<BoolKey<Pr>>(&Config::protocol, &Pr::checksum, "protocol.checksum", R, "checksum message payloads");
 
-    add<EnumKey<St, StoreBackend>>(&Config::store, &St::backend, "store.backend",
-                                   std::vector<StoreBackend>{StoreBackend::kMemory}, R, "storage backend");
-    add<UnsignedKey<St, std::uint64_t>>(&Config::store, &St::capacity_mib, "store.capacity_mib", "MiB",
-                                        std::uint64_t{1}, std::uint64_t{1048576}, R, "store memory");
+    add<EnumKey<St, StoreBackend>>(
+        &Config::store, &St::backend, "store.backend",
+        std::vector<StoreBackend>{StoreBackend::kMemory, StoreBackend::kRados}, R,
+        "storage backend; rados: Ceph RADOS (store.rados) behind a hugepage cache");
+    add<UnsignedKey<St, std::uint64_t>>(
+        &Config::store, &St::capacity_mib, "store.capacity_mib", "MiB", std::uint64_t{1},
+        std::uint64_t{1048576}, R, "store memory; with backend rados, the hugepage cache in front of RADOS");
     add<UnsignedKey<St, std::uint64_t>>(&Config::store, &St::max_value_bytes, "store.max_value_bytes",
                                         "bytes", std::uint64_t{1}, std::uint64_t{1} << 30, R,
                                         "largest value; at most the capacity");
+
+    // A nested section: its keys follow the parent's, so a dump writes it as the last mapping of store.
+    add<StringKey<Ra>>(&radosSection, &Ra::conf_file, "store.rados.conf_file", R, "an absolute path",
+                       "the ceph.conf librados reads (mon addresses, auth)", cephConfRule);
+    add<StringKey<Ra>>(&radosSection, &Ra::client, "store.rados.client", R,
+                       "\"client.\" and an id, of [A-Za-z0-9_.-]", "the cephx entity the gateway connects as",
+                       cephClientRule);
+    add<StringKey<Ra>>(&radosSection, &Ra::keyring, "store.rados.keyring", R, "empty or an absolute path",
+                       "keyring file; empty = whatever ceph.conf says", keyringRule);
+    add<StringKey<Ra>>(&radosSection, &Ra::pool, "store.rados.pool", R,
+                       "1-255 bytes, no '/', no control characters", "the RADOS pool objects are stored in",
+                       poolRule);
+    add<StringKey<Ra>>(
+        &radosSection, &Ra::ns, "store.rados.namespace", R, "0-255 bytes, no control characters",
+        "the RADOS namespace of every object; empty = the pool's default namespace", radosNamespaceRule);
+    add<UnsignedKey<Ra, std::uint32_t>>(&radosSection, &Ra::op_timeout_ms, "store.rados.op_timeout_ms", "ms",
+                                        100u, 600000u, R,
+                                        "rados_osd_op_timeout, rados_mon_op_timeout and "
+                                        "client_mount_timeout; a request whose op takes longer is "
+                                        "answered unavailable");
+    add<UnsignedKey<Ra, std::uint32_t>>(
+        &radosSection, &Ra::notify_timeout_ms, "store.rados.notify_timeout_ms", "ms", 100u, 60000u, R,
+        "how long a PUT or DELETE waits for the other gateways to acknowledge the cache invalidation");
+    add<UnsignedKey<Ra, std::uint32_t>>(
+        &radosSection, &Ra::cache_lease_ms, "store.rados.cache_lease_ms", "ms", 500u, 600000u, R,
+        "how long the cache is served after the watch was last confirmed; above notify_timeout_ms");
 
     add<BoolKey<T>>(&Config::telemetry, &T::enabled, "telemetry.enabled", R,
                     "serve /metrics, /healthz, /readyz");
@@ -718,7 +823,8 @@ class Table {
   }
 
   std::vector<const Key*> keys;
-  std::vector<std::string_view> sections;
+  std::vector<std::string_view> sections;      // every section, nested ones ("store.rados") included
+  std::vector<std::string_view> top_sections;  // the top-level ones: schemaSections()
 
  private:
   template <class K, class... A>
@@ -727,6 +833,8 @@ class Table {
     const Key* k = owned_.back().get();
     keys.push_back(k);
     if (sections.empty() || sections.back() != k->section()) sections.push_back(k->section());
+    const std::string_view top = k->section().substr(0, k->section().find('.'));
+    if (top_sections.empty() || top_sections.back() != top) top_sections.push_back(top);
   }
 
   std::vector<std::unique_ptr<Key>> owned_;
@@ -751,7 +859,7 @@ Origin originOf(const Origin& base, const YAML::Node& node) {
 Key::Key(std::string_view path, std::string_view type, std::string_view units, Reload reload,
          std::string_view description)
     : path_(path),
-      dot_(path_.find('.')),
+      dot_(path_.rfind('.')),
       type_(type),
       units_(units),
       reload_(reload),
@@ -783,6 +891,16 @@ const Key* findKey(std::string_view path) {
 bool isSection(std::string_view name) {
   const auto& s = table().sections;
   return std::find(s.begin(), s.end(), name) != s.end();
+}
+
+const std::vector<std::string_view>& allSections() {
+  return table().sections;
+}
+
+bool inSection(const Key& k, std::string_view section) {
+  const std::string_view path = k.path();
+  return path.size() > section.size() && path.substr(0, section.size()) == section &&
+         path[section.size()] == '.';
 }
 
 std::string closestMatch(std::string_view word, const std::vector<std::string_view>& candidates) {
@@ -857,7 +975,7 @@ const std::vector<KeyInfo>& schema() {
 }
 
 const std::vector<std::string_view>& schemaSections() {
-  return detail::table().sections;
+  return detail::table().top_sections;
 }
 
 }  // namespace rdmagate::conf

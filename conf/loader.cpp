@@ -107,6 +107,27 @@ std::vector<std::string_view> leafNames(std::string_view section) {
   return out;
 }
 
+// The last part of each section nested directly in `section`: "rados" for "store".
+std::vector<std::string_view> childSections(std::string_view section) {
+  std::vector<std::string_view> out;
+  for (std::string_view s : detail::allSections()) {
+    if (s.size() > section.size() + 1 && s.substr(0, section.size()) == section && s[section.size()] == '.' &&
+        s.find('.', section.size() + 1) == std::string_view::npos) {
+      out.push_back(s.substr(section.size() + 1));
+    }
+  }
+  return out;
+}
+
+// A nested section whose last part is `name` ("store.rados" for "rados"), or empty.
+std::string_view nestedSectionNamed(std::string_view name) {
+  for (std::string_view s : detail::allSections()) {
+    const std::size_t dot = s.rfind('.');
+    if (dot != std::string_view::npos && s.substr(dot + 1) == name) return s;
+  }
+  return {};
+}
+
 std::vector<std::string_view> allPaths() {
   std::vector<std::string_view> out;
   for (const detail::Key* k : detail::allKeys()) out.push_back(k->path());
@@ -117,11 +138,16 @@ std::vector<std::string_view> allPaths() {
 // name in another section (the key was put under the wrong heading).
 std::string unknownKeyMessage(std::string_view section, std::string_view name) {
   std::string msg = "unknown key";
-  if (std::string near = detail::closestMatch(name, leafNames(section)); !near.empty()) {
+  std::vector<std::string_view> candidates = leafNames(section);
+  for (std::string_view child : childSections(section)) candidates.push_back(child);
+  if (std::string near = detail::closestMatch(name, candidates); !near.empty()) {
     return msg + "; did you mean " + std::string(section) + "." + near + "?";
   }
   for (const detail::Key* k : detail::allKeys()) {
     if (k->name() == name) return msg + "; did you mean " + std::string(k->path()) + "?";
+  }
+  if (std::string_view nested = nestedSectionNamed(name); !nested.empty()) {
+    return msg + "; did you mean " + std::string(nested) + "?";
   }
   return msg + " in section " + std::string(section);
 }
@@ -132,6 +158,11 @@ std::string unknownSectionMessage(std::string_view name) {
       return "unknown section; " + std::string(name) + " is a key: did you mean " + std::string(k->path()) +
              "?";
     }
+  }
+  if (std::string_view nested = nestedSectionNamed(name); !nested.empty()) {
+    const std::size_t dot = nested.rfind('.');
+    return "unknown section; " + std::string(name) + " is nested: write it under " +
+           std::string(nested.substr(0, dot)) + " (did you mean " + std::string(nested) + "?)";
   }
   std::string msg = "unknown section";
   if (std::string near = detail::closestMatch(name, schemaSections()); !near.empty()) {
@@ -304,23 +335,39 @@ class Loader {
         diag_.error(key_at, name, "duplicate section (first at line " + std::to_string(pos->second) + ")");
         continue;
       }
+      if (name.find('.') != std::string::npos && detail::isSection(name)) {
+        diag_.error(key_at, name, dottedNameMessage(name));
+        continue;
+      }
       if (!detail::isSection(name)) {
         diag_.error(key_at, name, unknownSectionMessage(name));
         continue;
       }
       const YAML::Node body = it->second;  // a copy: it-> yields a temporary proxy
-      if (body.IsNull()) continue;         // "eal:" with nothing under it: every key keeps its default
-      if (!body.IsMap()) {
-        diag_.error(key_at, name,
-                    "expected a mapping of keys, got " +
-                        std::string(body.IsSequence() ? "a list" : "a single value"));
-        for (const detail::Key* k : detail::allKeys()) {
-          if (k->section() == name) diag_.markFailed(k->path());
-        }
-        continue;
-      }
-      parseSection(name, body);
+      if (sectionBody(name, key_at, body)) parseSection(name, body);
     }
+  }
+
+  // Whether a section's body holds keys to parse. "eal:" with nothing under it: every key keeps its
+  // default. Anything but a mapping is an error, and the section's keys count as rejected.
+  bool sectionBody(const std::string& section, const Origin& key_at, const YAML::Node& body) {
+    if (body.IsNull()) return false;
+    if (body.IsMap()) return true;
+    diag_.error(
+        key_at, section,
+        "expected a mapping of keys, got " + std::string(body.IsSequence() ? "a list" : "a single value"));
+    for (const detail::Key* k : detail::allKeys()) {
+      if (detail::inSection(*k, section)) diag_.markFailed(k->path());
+    }
+    return false;
+  }
+
+  // "store.rados" or "rados.pool" written as one name: YAML has no dotted paths, and accepting them would
+  // give a second spelling (and a way around the duplicate check).
+  static std::string dottedNameMessage(std::string_view name) {
+    const std::size_t dot = name.find('.');
+    return "a name with a dot is not a path; nest it: " + std::string(name.substr(0, dot)) + ": then " +
+           std::string(name.substr(dot + 1)) + ": under it";
   }
 
   void parseSection(const std::string& section, const YAML::Node& body) {
@@ -330,9 +377,21 @@ class Loader {
       std::string name;
       if (!keyName(it->first, key_at, section, diag_, &name)) continue;
       const std::string path = section + "." + name;
+      const bool nested = detail::isSection(path);
       if (auto [pos, fresh] = seen.emplace(name, key_at.line); !fresh) {
-        diag_.error(key_at, path, "duplicate key (first at line " + std::to_string(pos->second) + ")");
-        diag_.markFailed(path);
+        diag_.error(key_at, path,
+                    std::string(nested ? "duplicate section" : "duplicate key") + " (first at line " +
+                        std::to_string(pos->second) + ")");
+        if (!nested) diag_.markFailed(path);
+        continue;
+      }
+      if (name.find('.') != std::string::npos && (nested || detail::findKey(path) != nullptr)) {
+        diag_.error(key_at, path, dottedNameMessage(name));
+        continue;
+      }
+      if (nested) {
+        const YAML::Node sub = it->second;
+        if (sectionBody(path, key_at, sub)) parseSection(path, sub);
         continue;
       }
       const detail::Key* key = detail::findKey(path);
@@ -361,6 +420,10 @@ class Loader {
                 std::string(leafNames(path).front()) + "=...";
         } else if (std::string near = detail::closestMatch(path, allPaths()); !near.empty()) {
           msg += "; did you mean " + near + "?";
+        } else if (const std::size_t dot = path.rfind('.');
+                   dot != std::string::npos && detail::isSection(path.substr(0, dot))) {
+          // As in the file: the same name in another section ("store.pool" -> store.rados.pool).
+          msg = unknownKeyMessage(path.substr(0, dot), path.substr(dot + 1));
         }
         diag_.error(origin, path, msg);
         continue;

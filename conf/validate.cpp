@@ -204,6 +204,19 @@ void checkStore(Checker& k) {
                std::to_string(s.max_value_bytes) + " is larger than the whole store, {other}",
                std::to_string(s.capacity_mib) + " MiB cannot hold one value of {other}");
   }
+  // store.rados is checked whatever the backend: a section left for a later switch to rados must not hide
+  // an error until then.
+  const RadosConfig& r = s.rados;
+  if (k.usable({"store.rados.cache_lease_ms", "store.rados.notify_timeout_ms"}) &&
+      r.cache_lease_ms <= r.notify_timeout_ms) {
+    k.conflict("store.rados.cache_lease_ms", "store.rados.notify_timeout_ms",
+               std::to_string(r.cache_lease_ms) +
+                   " must be greater than {other}, the longest a PUT or DELETE waits for the other gateways' "
+                   "acknowledgements",
+               std::to_string(r.notify_timeout_ms) +
+                   " must be less than {other}, the time a gateway may serve its cache after its watch was "
+                   "last confirmed");
+  }
 }
 
 }  // namespace

@@ -48,6 +48,7 @@ class Key {
   Key& operator=(const Key&) = delete;
 
   std::string_view path() const noexcept { return path_; }
+  // "store" and "capacity_mib" for store.capacity_mib; "store.rados" and "pool" for store.rados.pool.
   std::string_view section() const noexcept { return std::string_view(path_).substr(0, dot_); }
   std::string_view name() const noexcept { return std::string_view(path_).substr(dot_ + 1); }
   Reload reload() const noexcept { return reload_; }
@@ -77,7 +78,12 @@ class Key {
 
 const std::vector<const Key*>& allKeys();
 const Key* findKey(std::string_view path);
+// Sections are named by their path: "store", and "store.rados" for the one nested in it.
 bool isSection(std::string_view name);
+// Every section, nested ones included, in file order (schemaSections() has only the top-level ones).
+const std::vector<std::string_view>& allSections();
+// Whether `k` is in `section` or in a section nested in it.
+bool inSection(const Key& k, std::string_view section);
 
 // The nearest candidate by edit distance, or one the word is a prefix of ("keepalive" for
 // "keepalive_ms"); empty when nothing is close enough to be a plausible typo.

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "helpers.hpp"
 
 namespace rdmagate::conf {
@@ -33,7 +35,17 @@ dataplane:
 protocol:
   checksum: true
 store:
+  backend: rados
   capacity_mib: 2048
+  rados:
+    conf_file: /srv/ceph/east.conf
+    client: client.gw-7
+    keyring: "/srv/ceph/gw 7.keyring"
+    pool: "objects.v2"
+    namespace: "tenant: a #1"
+    op_timeout_ms: 100
+    notify_timeout_ms: 60000
+    cache_lease_ms: 600000
 telemetry:
   bind_address: "::1"
   port: 0
@@ -52,6 +64,39 @@ TEST(Dump, RoundTripsToTheSameConfig) {
   ASSERT_TRUE(second.ok()) << formatErrors(second.errors()) << text;
   EXPECT_EQ(first->config, second->config) << text;
   EXPECT_EQ(dumpConfig(second->config), text);  // and the dump is stable
+  EXPECT_EQ(second->config.store.rados.ns, "tenant: a #1");
+  EXPECT_EQ(second->config.store.rados.keyring, "/srv/ceph/gw 7.keyring");
+}
+
+// The nested section is the last mapping of store, its keys indented under it, and no key of it leaks
+// into store or the next section.
+TEST(Dump, WritesTheNestedSectionInsideItsParent) {
+  auto r = load("store:\n  rados:\n    pool: p1\n", {"store.rados.cache_lease_ms=9000"});
+  ASSERT_TRUE(r.ok()) << formatErrors(r.errors());
+  std::string text = dumpConfig(r->config, &r->origins);
+  EXPECT_THAT(text, HasSubstr("  max_value_bytes: 4194304  # default\n"
+                              "  rados:\n"
+                              "    conf_file: \"/etc/ceph/ceph.conf\"  # default\n"
+                              "    client: \"client.rdmagate\"  # default\n"
+                              "    keyring: \"\"  # default\n"
+                              "    pool: \"p1\"  # conf/x.yaml:3:5\n"
+                              "    namespace: \"\"  # default\n"
+                              "    op_timeout_ms: 5000  # default\n"
+                              "    notify_timeout_ms: 2000  # default\n"
+                              "    cache_lease_ms: 9000  # --set store.rados.cache_lease_ms=9000\n"
+                              "telemetry:\n"));
+}
+
+// A string the YAML reader would take for something else comes back as the same string.
+TEST(Dump, RadosStringsRoundTrip) {
+  for (const char* ns : {"true", "123", "~", "null", "- a", "a: b", "#x", "'q'", "\\\"", "ü", "[x]"}) {
+    Config c = testing::loadedDefaults();
+    c.store.rados.ns = ns;
+    auto r = load(dumpConfig(c));
+    ASSERT_TRUE(r.ok()) << ns << ": " << formatErrors(r.errors());
+    EXPECT_EQ(r->config.store.rados.ns, ns);
+    EXPECT_EQ(r->config, c) << ns;
+  }
 }
 
 TEST(Dump, DefaultsRoundTrip) {
@@ -66,8 +111,10 @@ TEST(Dump, ListsEveryKeyInFileOrder) {
   std::string text = dumpConfig(Config{});
   std::size_t pos = 0;
   for (const KeyInfo& k : schema()) {
-    std::string name(k.key.substr(k.key.find('.') + 1));
-    std::size_t at = text.find("\n  " + name + ": ", pos);
+    // "store.rados.pool" is `pool` two levels deep.
+    const auto depth = static_cast<std::size_t>(std::count(k.key.begin(), k.key.end(), '.'));
+    std::string name(k.key.substr(k.key.rfind('.') + 1));
+    std::size_t at = text.find("\n" + std::string(2 * depth, ' ') + name + ": ", pos);
     ASSERT_NE(at, std::string::npos) << k.key << " missing or out of order in\n" << text;
     pos = at;
   }
@@ -107,6 +154,32 @@ TEST(Diff, ReportsChangesWithTheirReloadClass) {
   EXPECT_EQ(changes[2].after, "warn");
   EXPECT_EQ(changes[2].reload, Reload::kLive);
   EXPECT_THAT(diffConfig(a->config, a->config), IsEmpty());
+}
+
+TEST(Diff, RadosKeysAreRestartOnly) {
+  auto a = load("");
+  auto b = load(R"(
+store:
+  backend: rados
+  rados:
+    pool: other
+    namespace: ns2
+    op_timeout_ms: 1000
+)");
+  ASSERT_TRUE(a.ok() && b.ok()) << formatErrors(b.errors());
+  auto changes = diffConfig(a->config, b->config);
+  ASSERT_EQ(changes.size(), 4u);
+  EXPECT_EQ(changes[0].key, "store.backend");
+  EXPECT_EQ(changes[0].before, "memory");
+  EXPECT_EQ(changes[0].after, "rados");
+  EXPECT_EQ(changes[1].key, "store.rados.pool");
+  EXPECT_EQ(changes[1].before, "\"rdmagate\"");
+  EXPECT_EQ(changes[1].after, "\"other\"");
+  EXPECT_EQ(changes[2].key, "store.rados.namespace");
+  EXPECT_EQ(changes[3].key, "store.rados.op_timeout_ms");
+  for (const ConfigChange& c : changes) EXPECT_EQ(c.reload, Reload::kRestart) << c.key;
+  // A SIGHUP keeps every one of them at the running value.
+  EXPECT_EQ(applyLiveChanges(a->config, b->config), a->config);
 }
 
 TEST(Diff, ListsAreComparedWhole) {
@@ -179,10 +252,24 @@ TEST(Schema, SectionsInFileOrder) {
 TEST(Schema, DefaultsAreValidValues) {
   // Every default, written back as YAML, parses under its own key.
   for (const KeyInfo& k : schema()) {
-    std::string section(k.key.substr(0, k.key.find('.')));
-    std::string name(k.key.substr(k.key.find('.') + 1));
-    auto r = load(section + ":\n  " + name + ": " + k.default_value + "\n");
-    EXPECT_TRUE(r.ok()) << k.key << ": " << (r.ok() ? "" : formatErrors(r.errors()));
+    // "store.rados.pool" -> "store:\n  rados:\n    pool: ..."
+    std::string text;
+    std::string_view rest = k.key;
+    for (std::string indent;; indent += "  ") {
+      const std::size_t dot = rest.find('.');
+      text += indent + std::string(rest.substr(0, dot)) + ":";
+      if (dot == std::string_view::npos) {
+        text += " " + k.default_value + "\n";
+        break;
+      }
+      text += "\n";
+      rest.remove_prefix(dot + 1);
+    }
+    auto r = load(text);
+    EXPECT_TRUE(r.ok()) << k.key << ": " << (r.ok() ? "" : formatErrors(r.errors())) << text;
+    // and the same through --set, which takes the full path
+    auto s = load("", {std::string(k.key) + "=" + k.default_value});
+    EXPECT_TRUE(s.ok()) << k.key << ": " << (s.ok() ? "" : formatErrors(s.errors()));
   }
 }
 
@@ -190,7 +277,13 @@ TEST(Schema, KeysAreUniqueAndWellFormed) {
   std::set<std::string_view> seen;
   for (const KeyInfo& k : schema()) {
     EXPECT_TRUE(seen.insert(k.key).second) << k.key;
-    EXPECT_EQ(std::count(k.key.begin(), k.key.end(), '.'), 1) << k.key;
+    // section.key, or section.nested.key for the one nested section, store.rados.
+    const auto dots = std::count(k.key.begin(), k.key.end(), '.');
+    if (k.key.starts_with("store.rados.")) {
+      EXPECT_EQ(dots, 2) << k.key;
+    } else {
+      EXPECT_EQ(dots, 1) << k.key;
+    }
     EXPECT_FALSE(k.description.empty()) << k.key;
     EXPECT_FALSE(k.range.empty()) << k.key;
   }

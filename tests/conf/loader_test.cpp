@@ -75,6 +75,21 @@ TEST(Document, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.logging.level, LogLevel::kInfo);
   EXPECT_EQ(c.logging.format, LogFormat::kLogfmt);
   EXPECT_EQ(c.security.allowed_clients.size(), 9u);
+  EXPECT_EQ(c.store.backend, StoreBackend::kMemory);
+  EXPECT_EQ(c.store.capacity_mib, 256u);
+  EXPECT_EQ(c.store.rados.conf_file, "/etc/ceph/ceph.conf");
+  EXPECT_EQ(c.store.rados.client, "client.rdmagate");
+  EXPECT_EQ(c.store.rados.keyring, "");
+  EXPECT_EQ(c.store.rados.pool, "rdmagate");
+  EXPECT_EQ(c.store.rados.ns, "");
+  EXPECT_EQ(c.store.rados.op_timeout_ms, 5000u);
+  EXPECT_EQ(c.store.rados.notify_timeout_ms, 2000u);
+  EXPECT_EQ(c.store.rados.cache_lease_ms, 5000u);
+}
+
+TEST(Document, StoreBackendNames) {
+  EXPECT_EQ(toString(StoreBackend::kMemory), "memory");
+  EXPECT_EQ(toString(StoreBackend::kRados), "rados");
 }
 
 TEST(Document, SetValuesAreLoaded) {
@@ -112,9 +127,18 @@ protocol:
   handshake_timeout_ms: 3000
   checksum: true
 store:
-  backend: memory
+  backend: rados
   capacity_mib: 512
   max_value_bytes: 1
+  rados:
+    conf_file: /etc/ceph/east.conf
+    client: client.gw_1.east-2
+    keyring: /etc/ceph/ceph.client.gw_1.keyring
+    pool: objects
+    namespace: tenant-a
+    op_timeout_ms: 30000
+    notify_timeout_ms: 1500
+    cache_lease_ms: 8000
 telemetry:
   enabled: false
   bind_address: "::1"
@@ -159,6 +183,15 @@ logging:
   EXPECT_TRUE(c.protocol.checksum);
   EXPECT_EQ(c.store.capacity_mib, 512u);
   EXPECT_EQ(c.store.max_value_bytes, 1u);
+  EXPECT_EQ(c.store.backend, StoreBackend::kRados);
+  EXPECT_EQ(c.store.rados.conf_file, "/etc/ceph/east.conf");
+  EXPECT_EQ(c.store.rados.client, "client.gw_1.east-2");
+  EXPECT_EQ(c.store.rados.keyring, "/etc/ceph/ceph.client.gw_1.keyring");
+  EXPECT_EQ(c.store.rados.pool, "objects");
+  EXPECT_EQ(c.store.rados.ns, "tenant-a");
+  EXPECT_EQ(c.store.rados.op_timeout_ms, 30000u);
+  EXPECT_EQ(c.store.rados.notify_timeout_ms, 1500u);
+  EXPECT_EQ(c.store.rados.cache_lease_ms, 8000u);
   EXPECT_FALSE(c.telemetry.enabled);
   EXPECT_EQ(c.telemetry.bind_address.str(), "::1");
   EXPECT_EQ(c.telemetry.port, 0);
@@ -172,6 +205,9 @@ logging:
   EXPECT_EQ(o.source, "conf/x.yaml");
   EXPECT_EQ(o.line, 17);
   EXPECT_EQ(o.column, 3);
+  Origin pool = r->origins.of("store.rados.pool");  // a nested key: its own line, one level deeper
+  EXPECT_EQ(pool.line, 41);
+  EXPECT_EQ(pool.column, 5);
 }
 
 TEST(Document, SyntaxErrorGivesLineAndColumn) {
@@ -449,6 +485,90 @@ telemetry:
   EXPECT_EQ(r->config.telemetry.port, 7000);
 }
 
+// --- the nested section store.rados -------------------------------------------------------------------
+
+TEST(Nested, UnknownKeyIsRejectedWithItsPath) {
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    frobnicate: 1\n"),
+              ElementsAre("conf/x.yaml:3:5: store.rados.frobnicate: unknown key in section store.rados"));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    pol: x\n"),
+              ElementsAre("conf/x.yaml:3:5: store.rados.pol: unknown key; did you mean store.rados.pool?"));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    op_timeout: 100\n"),
+              ElementsAre(HasSubstr("store.rados.op_timeout: unknown key; did you mean "
+                                    "store.rados.op_timeout_ms?")));
+}
+
+TEST(Nested, KeyOfTheNestedSectionInItsParent) {
+  EXPECT_THAT(errorsOf("store:\n  pool: x\n"),
+              ElementsAre("conf/x.yaml:2:3: store.pool: unknown key; did you mean store.rados.pool?"));
+  EXPECT_THAT(errorsOf("dataplane:\n  cache_lease_ms: 1000\n"),
+              ElementsAre(HasSubstr("did you mean store.rados.cache_lease_ms?")));
+  EXPECT_THAT(
+      errorsOf("store:\n  rados:\n    capacity_mib: 8\n"),
+      ElementsAre(HasSubstr("store.rados.capacity_mib: unknown key; did you mean store.capacity_mib?")));
+}
+
+TEST(Nested, MisspelledOrMisplacedSection) {
+  EXPECT_THAT(errorsOf("store:\n  rado:\n    pool: x\n"),
+              ElementsAre("conf/x.yaml:2:3: store.rado: unknown key; did you mean store.rados?"));
+  EXPECT_THAT(errorsOf("dataplane:\n  rados:\n    pool: x\n"),
+              ElementsAre("conf/x.yaml:2:3: dataplane.rados: unknown key; did you mean store.rados?"));
+  EXPECT_THAT(errorsOf("rados:\n  pool: x\n"),
+              ElementsAre("conf/x.yaml:1:1: rados: unknown section; rados is nested: write it under store "
+                          "(did you mean store.rados?)"));
+}
+
+TEST(Nested, DottedNamesAreNotPaths) {
+  EXPECT_THAT(
+      errorsOf("store.rados:\n  pool: x\n"),
+      ElementsAre("conf/x.yaml:1:1: store.rados: a name with a dot is not a path; nest it: store: then "
+                  "rados: under it"));
+  EXPECT_THAT(
+      errorsOf("store:\n  rados.pool: x\n"),
+      ElementsAre("conf/x.yaml:2:3: store.rados.pool: a name with a dot is not a path; nest it: rados: "
+                  "then pool: under it"));
+}
+
+TEST(Nested, EmptySectionKeepsDefaults) {
+  for (const char* text : {"store:\n  rados:\n", "store:\n  rados: {}\n", "store:\n  rados: ~\n"}) {
+    auto r = load(text);
+    ASSERT_TRUE(r.ok()) << text << formatErrors(r.errors());
+    EXPECT_EQ(r->config, loadedDefaults()) << text;
+  }
+}
+
+TEST(Nested, SectionOfTheWrongType) {
+  EXPECT_THAT(errorsOf("store:\n  rados: [pool]\n"),
+              ElementsAre("conf/x.yaml:2:3: store.rados: expected a mapping of keys, got a list"));
+  EXPECT_THAT(errorsOf("store:\n  rados: objects\n"),
+              ElementsAre("conf/x.yaml:2:3: store.rados: expected a mapping of keys, got a single value"));
+}
+
+TEST(Nested, DuplicateSectionAndDuplicateKey) {
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    pool: a\n  rados:\n    pool: b\n"),
+              ElementsAre("conf/x.yaml:4:3: store.rados: duplicate section (first at line 2)"));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    pool: a\n    pool: b\n"),
+              ElementsAre("conf/x.yaml:4:5: store.rados.pool: duplicate key (first at line 3)"));
+}
+
+TEST(Nested, ParentOfTheWrongTypeRejectsTheNestedKeysToo) {
+  // store is unreadable, so the rados keys are rejected with it: no lease check against their defaults.
+  EXPECT_THAT(errorsOf("store: memory\n", {"store.rados.notify_timeout_ms=9000"}),
+              ElementsAre("conf/x.yaml:1:1: store: expected a mapping of keys, got a single value"));
+}
+
+TEST(Nested, ErrorsOfSeveralKeysInLineOrder) {
+  EXPECT_THAT(
+      errorsOf(R"(
+store:
+  rados:
+    client: rdmagate
+    pool: ""
+    op_timeout_ms: 99
+)"),
+      ElementsAre(HasSubstr("x.yaml:3:5: store.rados.client:"), HasSubstr("x.yaml:4:5: store.rados.pool:"),
+                  HasSubstr("x.yaml:5:5: store.rados.op_timeout_ms:")));
+}
+
 // --- integers ----------------------------------------------------------------------------------------
 
 TEST(Integers, OutOfRangeHigh) {
@@ -468,6 +588,39 @@ TEST(Integers, RangeBoundsAreInclusive) {
 
 // The ranges of negotiated keys are the protocol's own limits (or inside them), so a file the
 // loader accepts never configures what the handshake refuses or the wire cannot carry.
+TEST(Integers, RadosTimeoutRanges) {
+  struct Case {
+    const char* key;
+    std::uint32_t lo, hi;
+  };
+  for (const Case& c : {Case{"op_timeout_ms", 100, 600000}, Case{"notify_timeout_ms", 100, 60000},
+                        Case{"cache_lease_ms", 500, 600000}}) {
+    const std::string key = std::string("store.rados.") + c.key;
+    auto at = [&](std::uint64_t v) {
+      return errorsOf("store:\n  rados:\n    " + std::string(c.key) + ": " + std::to_string(v) + "\n");
+    };
+    const std::string range = " is out of range [" + std::to_string(c.lo) + ", " + std::to_string(c.hi) + "]";
+    EXPECT_THAT(at(c.lo - 1),
+                ElementsAre("conf/x.yaml:3:5: " + key + ": " + std::to_string(c.lo - 1) + range));
+    EXPECT_THAT(at(c.hi + 1),
+                ElementsAre("conf/x.yaml:3:5: " + key + ": " + std::to_string(c.hi + 1) + range));
+    // The bounds are accepted on their own (alone, lease and notify keep the other's default, so take the
+    // bound of the pair rule into account).
+    auto ok = [&](std::uint64_t v) {
+      std::string other = std::string(c.key) == "cache_lease_ms"      ? "    notify_timeout_ms: 100\n"
+                          : std::string(c.key) == "notify_timeout_ms" ? "    cache_lease_ms: 600000\n"
+                                                                      : "";
+      auto r = load("store:\n  rados:\n    " + std::string(c.key) + ": " + std::to_string(v) + "\n" + other);
+      EXPECT_TRUE(r.ok()) << key << "=" << v << ": " << (r.ok() ? "" : formatErrors(r.errors()));
+    };
+    ok(c.lo);
+    ok(c.hi);
+  }
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    op_timeout_ms: \"5000\"\n"),
+              ElementsAre("conf/x.yaml:3:5: store.rados.op_timeout_ms: expected an integer, got the quoted "
+                          "string \"5000\""));
+}
+
 TEST(Integers, NegotiatedKeysFollowTheProtocolLimits) {
   EXPECT_THAT(errorsOf("dataplane:\n  queue_depth: 3\n  signal_interval: 1\n"),
               ElementsAre("conf/x.yaml:2:3: dataplane.queue_depth: 3 is out of range [4, 16384]"));
@@ -685,6 +838,88 @@ TEST(Strings, HugepageDirMustBeAbsolute) {
   EXPECT_THAT(errorsOf("eal:\n  hugepage_dir: \"/mnt/a,b\"\n"), ElementsAre(HasSubstr("comma")));
 }
 
+TEST(Strings, RadosConfFile) {
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    conf_file: ceph.conf\n"),
+              ElementsAre("conf/x.yaml:3:5: store.rados.conf_file: \"ceph.conf\" is not an absolute path"));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    conf_file: \"\"\n"),
+              ElementsAre("conf/x.yaml:3:5: store.rados.conf_file: \"\" must name a ceph.conf (an absolute "
+                          "path)"));
+  EXPECT_THAT(
+      errorsOf("store:\n  rados:\n    conf_file: \"/etc/ceph/a\\tb\"\n"),
+      ElementsAre(HasSubstr("store.rados.conf_file: \"/etc/ceph/a\tb\" contains a control character")));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    conf_file: /" + std::string(4095, 'c') + "\n"),
+              ElementsAre(HasSubstr("is longer than PATH_MAX")));
+  // Existence is the daemon's check at start: --check-config may run on another host.
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    conf_file: /nonexistent/ceph.conf\n"), IsEmpty());
+}
+
+TEST(Strings, RadosClientRules) {
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    client: rdmagate\n"),
+              ElementsAre("conf/x.yaml:3:5: store.rados.client: \"rdmagate\" must start with \"client.\" (a "
+                          "cephx client entity, e.g. client.rdmagate)"));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    client: osd.0\n"),
+              ElementsAre(HasSubstr("\"osd.0\" must start with \"client.\"")));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    client: client.\n"),
+              ElementsAre("conf/x.yaml:3:5: store.rados.client: \"client.\" needs an id after \"client.\""));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    client: \"client.gw 1\"\n"),
+              ElementsAre("conf/x.yaml:3:5: store.rados.client: \"client.gw 1\" may only contain letters, "
+                          "digits, '_', '-' and '.'"));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    client: client.gw/1\n"),
+              ElementsAre(HasSubstr("may only contain")));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    client: \"\"\n"), ElementsAre(HasSubstr("must start with")));
+  for (const char* ok : {"client.a", "client.admin", "client.rgw.gw-1_x", "client.0"}) {
+    EXPECT_THAT(errorsOf(std::string("store:\n  rados:\n    client: ") + ok + "\n"), IsEmpty()) << ok;
+  }
+}
+
+TEST(Strings, RadosKeyring) {
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    keyring: ceph.keyring\n"),
+              ElementsAre("conf/x.yaml:3:5: store.rados.keyring: \"ceph.keyring\" is not an absolute path"));
+  EXPECT_THAT(
+      errorsOf("store:\n  rados:\n    keyring: \"/etc/ceph/a,/etc/ceph/b\"\n"),
+      ElementsAre("conf/x.yaml:3:5: store.rados.keyring: \"/etc/ceph/a,/etc/ceph/b\" contains a comma "
+                  "(Ceph would read a list of keyrings)"));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    keyring: \"/etc/ceph/k\\n\"\n"),
+              ElementsAre(HasSubstr("contains a control character")));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    keyring: \"\"\n"), IsEmpty());
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    keyring: /nonexistent/x.keyring\n"), IsEmpty());
+}
+
+TEST(Strings, RadosPoolRules) {
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    pool: \"\"\n"),
+              ElementsAre("conf/x.yaml:3:5: store.rados.pool: \"\" must be 1 to 255 bytes"));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    pool: " + std::string(256, 'p') + "\n"),
+              ElementsAre(HasSubstr("must be 1 to 255 bytes")));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    pool: " + std::string(255, 'p') + "\n"), IsEmpty());
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    pool: a/b\n"),
+              ElementsAre("conf/x.yaml:3:5: store.rados.pool: \"a/b\" contains a '/'"));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    pool: \"a\\x7fb\"\n"),
+              ElementsAre(HasSubstr("contains a control character")));
+  // UTF-8 is bytes: 128 two-byte characters are 256 bytes.
+  std::string wide;
+  for (int i = 0; i < 128; ++i) wide += "\u00e9";
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    pool: " + wide + "\n"),
+              ElementsAre(HasSubstr("1 to 255 bytes")));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    pool: .rgw.root-2\n"), IsEmpty());
+}
+
+TEST(Strings, RadosNamespaceRules) {
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    namespace: " + std::string(256, 'n') + "\n"),
+              ElementsAre("conf/x.yaml:3:5: store.rados.namespace: \"" + std::string(256, 'n') +
+                          "\" is longer than 255 bytes"));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    namespace: " + std::string(255, 'n') + "\n"), IsEmpty());
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    namespace: \"a\\nb\"\n"),
+              ElementsAre("conf/x.yaml:3:5: store.rados.namespace: \"a\nb\" contains a control character"));
+  // C1 controls too (U+0085, NEL, is a line break to some readers).
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    namespace: \"a\\u0085b\"\n"),
+              ElementsAre(HasSubstr("contains a control character")));
+  // '/' is fine in a namespace, and so is any other printable UTF-8.
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    namespace: \"tenant/a é\"\n"), IsEmpty());
+  auto r = load("store:\n  rados:\n    namespace: \"\"\n");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->config.store.rados.ns, "");
+}
+
 TEST(Strings, MappingWhereStringExpected) {
   EXPECT_THAT(errorsOf("device:\n  name: {a: 1}\n"),
               ElementsAre("conf/x.yaml:2:3: device.name: expected a string, got a mapping"));
@@ -702,12 +937,31 @@ TEST(Shipped, ExampleConfigsLoadCleanly) {
   for (const auto& e : std::filesystem::recursive_directory_iterator(RDMAGATE_CONF_DIR)) {
     if (e.is_regular_file() && e.path().extension() == ".yaml") files.push_back(e.path());
   }
-  ASSERT_GE(files.size(), 5u) << "rdmagate.yaml plus the examples";
+  ASSERT_GE(files.size(), 6u) << "rdmagate.yaml plus the examples";
+  EXPECT_NE(
+      std::find(files.begin(), files.end(), std::filesystem::path(RDMAGATE_CONF_DIR) / "examples/rados.yaml"),
+      files.end());
   for (const auto& f : files) {
     LoadOptions opts;
     opts.host = testing::host16();
     auto r = loadConfigFile(f.string(), opts);
     EXPECT_TRUE(r.ok()) << f << ":\n" << (r.ok() ? "" : formatErrors(r.errors()));
+  }
+}
+
+TEST(Shipped, RadosExampleSelectsRados) {
+  LoadOptions opts;
+  opts.host = testing::host16();
+  auto r = loadConfigFile(std::string(RDMAGATE_CONF_DIR) + "/examples/rados.yaml", opts);
+  ASSERT_TRUE(r.ok()) << formatErrors(r.errors());
+  EXPECT_EQ(r->config.store.backend, StoreBackend::kRados);
+  EXPECT_EQ(r->config.store.rados.keyring, "/etc/ceph/ceph.client.rdmagate.keyring");
+  EXPECT_EQ(r->config.store.rados.ns, "gw-prod");
+  // a complete config: every rados key is written out
+  for (const KeyInfo& k : schema()) {
+    if (k.key.starts_with("store.rados.")) {
+      EXPECT_EQ(r->origins.of(k.key).kind, OriginKind::kFile) << k.key << " is missing from rados.yaml";
+    }
   }
 }
 

@@ -47,6 +47,36 @@ TEST(Override, EmptyListClearsTheAllowList) {
   EXPECT_TRUE(r->config.security.allowed_clients.empty());
 }
 
+TEST(Override, NestedKeysTakeTheirFullPath) {
+  auto r = load("store:\n  rados:\n    pool: a\n",
+                {"store.backend=rados", "store.rados.pool=b", "store.rados.namespace=\"\"",
+                 "store.rados.op_timeout_ms=250"});
+  ASSERT_TRUE(r.ok()) << formatErrors(r.errors());
+  EXPECT_EQ(r->config.store.backend, StoreBackend::kRados);
+  EXPECT_EQ(r->config.store.rados.pool, "b");
+  EXPECT_EQ(r->config.store.rados.ns, "");
+  EXPECT_EQ(r->config.store.rados.op_timeout_ms, 250u);
+  EXPECT_EQ(r->origins.of("store.rados.pool").str(), "--set store.rados.pool=b");
+}
+
+TEST(Override, NestedKeyErrorsNameTheOverride) {
+  EXPECT_THAT(errorsOf("", {"store.rados.client=admin"}),
+              ElementsAre("--set store.rados.client: \"admin\" must start with \"client.\" (a cephx client "
+                          "entity, e.g. client.rdmagate)"));
+  EXPECT_THAT(errorsOf("", {"store.rados.cache_lease_ms=400"}),
+              ElementsAre("--set store.rados.cache_lease_ms: 400 is out of range [500, 600000]"));
+  EXPECT_THAT(errorsOf("", {"store.rados.pol=x"}),
+              ElementsAre("--set store.rados.pol: unknown key; did you mean store.rados.pool?"));
+  EXPECT_THAT(errorsOf("", {"store.pool=x"}),
+              ElementsAre("--set store.pool: unknown key; did you mean store.rados.pool?"));
+}
+
+TEST(Override, NestedSectionInsteadOfKey) {
+  EXPECT_THAT(errorsOf("", {"store.rados={pool: x}"}),
+              ElementsAre("--set store.rados: is a section; set one key at a time, e.g. --set "
+                          "store.rados.conf_file=..."));
+}
+
 TEST(Override, OutOfRangeNamesTheOverride) {
   EXPECT_THAT(errorsOf("", {"dataplane.queue_depth=70000"}),
               ElementsAre("--set dataplane.queue_depth: 70000 is out of range [4, 16384]"));

@@ -268,19 +268,84 @@ TEST(Store, ValueLargerThanTheStore) {
                           "store.capacity_mib = 256 (default)"));
 }
 
-// memory is the only backend so far: any other name, the old "embedded" included, is an error at its line.
+// memory and rados are the backends: any other name, the old "embedded" included, is an error at its line.
 TEST(Store, UnknownBackend) {
   EXPECT_THAT(errorsOf("store:\n  backend: rocksdb\n"),
-              ElementsAre("conf/x.yaml:2:3: store.backend: \"rocksdb\" is not one of memory"));
+              ElementsAre("conf/x.yaml:2:3: store.backend: \"rocksdb\" is not one of memory, rados"));
   EXPECT_THAT(errorsOf("store:\n  capacity_mib: 64\n  backend: embedded\n"),
-              ElementsAre("conf/x.yaml:3:3: store.backend: \"embedded\" is not one of memory"));
-  EXPECT_THAT(errorsOf("store:\n  backend: memry\n"),
-              ElementsAre("conf/x.yaml:2:3: store.backend: \"memry\" is not one of memory; did you mean "
-                          "\"memory\"?"));
+              ElementsAre("conf/x.yaml:3:3: store.backend: \"embedded\" is not one of memory, rados"));
+  EXPECT_THAT(
+      errorsOf("store:\n  backend: memry\n"),
+      ElementsAre("conf/x.yaml:2:3: store.backend: \"memry\" is not one of memory, rados; did you mean "
+                  "\"memory\"?"));
+  EXPECT_THAT(errorsOf("store:\n  backend: ceph\n"),
+              ElementsAre("conf/x.yaml:2:3: store.backend: \"ceph\" is not one of memory, rados"));
+  EXPECT_THAT(errorsOf("store:\n  backend: rodos\n"), ElementsAre(HasSubstr("did you mean \"rados\"?")));
 }
 
 TEST(Store, MemoryBackend) {
   EXPECT_THAT(errorsOf("store:\n  backend: memory\n"), IsEmpty());
+}
+
+// All of store.rados has defaults, so naming the backend is enough to load.
+TEST(Store, RadosBackend) {
+  auto r = load("store:\n  backend: rados\n");
+  ASSERT_TRUE(r.ok()) << formatErrors(r.errors());
+  EXPECT_EQ(r->config.store.backend, StoreBackend::kRados);
+  EXPECT_EQ(r->config.store.rados, RadosConfig{});
+}
+
+// With backend memory a store.rados section is accepted and ignored, like the other keys of a mode not
+// chosen (dataplane.idle_yield_after without idle_policy yield); its values are still checked.
+TEST(Store, RadosSectionWithMemoryBackendIsAcceptedAndStillChecked) {
+  EXPECT_THAT(errorsOf("store:\n  backend: memory\n  rados:\n    pool: objects\n    namespace: a\n"),
+              IsEmpty());
+  EXPECT_THAT(errorsOf("store:\n  backend: memory\n  rados:\n    pool: a/b\n"),
+              ElementsAre("conf/x.yaml:4:5: store.rados.pool: \"a/b\" contains a '/'"));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    cache_lease_ms: 1000\n"),
+              ElementsAre(HasSubstr("store.rados.cache_lease_ms: 1000 must be greater than")));
+}
+
+// With rados, capacity_mib is the cache: its checks against max_value_bytes and eal.memory_mib still hold.
+TEST(Store, RadosCacheKeepsTheCapacityChecks) {
+  EXPECT_THAT(errorsOf("store:\n  backend: rados\n  capacity_mib: 2\n"),
+              ElementsAre(HasSubstr("store.capacity_mib: 2 MiB cannot hold one value")));
+  EXPECT_THAT(errorsOf("eal:\n  memory_mib: 256\nstore:\n  backend: rados\n"),
+              ElementsAre(HasSubstr("eal.memory_mib: 256 MiB cannot hold the store")));
+}
+
+TEST(Store, CacheLeaseNotAboveNotifyTimeout) {
+  EXPECT_THAT(
+      errorsOf("store:\n  rados:\n    notify_timeout_ms: 3000\n    cache_lease_ms: 3000\n"),
+      ElementsAre("conf/x.yaml:4:5: store.rados.cache_lease_ms: 3000 must be greater than "
+                  "store.rados.notify_timeout_ms = 3000 (line 3), the longest a PUT or DELETE waits for the "
+                  "other gateways' acknowledgements"));
+  EXPECT_THAT(
+      errorsOf("store:\n  rados:\n    cache_lease_ms: 1500\n"),
+      ElementsAre("conf/x.yaml:3:5: store.rados.cache_lease_ms: 1500 must be greater than "
+                  "store.rados.notify_timeout_ms = 2000 (default), the longest a PUT or DELETE waits for the "
+                  "other gateways' acknowledgements"));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    notify_timeout_ms: 2001\n    cache_lease_ms: 2002\n"),
+              IsEmpty());
+}
+
+TEST(Store, NotifyTimeoutAboveTheDefaultLeaseBlamesTheNotifyTimeout) {
+  EXPECT_THAT(
+      errorsOf("store:\n  rados:\n    notify_timeout_ms: 6000\n"),
+      ElementsAre(
+          "conf/x.yaml:3:5: store.rados.notify_timeout_ms: 6000 must be less than "
+          "store.rados.cache_lease_ms = 5000 (default), the time a gateway may serve its cache after its "
+          "watch was last confirmed"));
+  EXPECT_THAT(
+      errorsOf("", {"store.rados.notify_timeout_ms=5000"}),
+      ElementsAre("--set store.rados.notify_timeout_ms: 5000 must be less than store.rados.cache_lease_ms "
+                  "= 5000 (default), the time a gateway may serve its cache after its watch was last "
+                  "confirmed"));
+}
+
+TEST(Cascade, ARejectedLeaseSkipsTheLeaseCheck) {
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    notify_timeout_ms: 60000\n    cache_lease_ms: 100\n"),
+              ElementsAre("conf/x.yaml:4:5: store.rados.cache_lease_ms: 100 is out of range [500, 600000]"));
 }
 
 // Every device backend's name is a valid value; whether the device can run it is checked at start, not here
@@ -326,6 +391,17 @@ TEST(ValidateConfig, ChecksConfigsBuiltInCode) {
             "live.yaml: protocol.reconnect_min_ms (default): 10000 is greater than protocol.reconnect_max_ms "
             "= 5000 "
             "(default)");
+}
+
+TEST(ValidateConfig, ChecksTheRadosLeaseInCode) {
+  Config c = testing::loadedDefaults();
+  c.store.rados.cache_lease_ms = c.store.rados.notify_timeout_ms;
+  auto errs = validateConfig(c, ConfigOrigins("live.yaml"), testing::host16());
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].str(),
+            "live.yaml: store.rados.cache_lease_ms (default): 2000 must be greater than "
+            "store.rados.notify_timeout_ms = 2000 (default), the longest a PUT or DELETE waits for the other "
+            "gateways' acknowledgements");
 }
 
 // --- device
