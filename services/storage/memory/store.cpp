@@ -14,6 +14,9 @@ constexpr uint32_t kProbeBuckets = 4;    // a key lives in its home bucket or on
 constexpr uint8_t kNoOrder = 0xff;       // zero-length value: no block
 constexpr uint32_t kNil = 0xffffffffu;
 constexpr uint64_t kMaxValueLimit = uint64_t{1} << 31;
+constexpr uint32_t kClockSweeps = 2;  // a PUT's hand budget: the first sweep clears bits, the second evicts
+constexpr uint32_t kWindowEvictions = 4;  // a commit's tries at freeing a slot of a full probe window
+constexpr uint32_t kRetryEvery = 64;  // positions the hand passes without a victim before a PUT looks again
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -63,7 +66,9 @@ uint64_t bucket_count_for(uint32_t max_objects) {
 
 // Type-stable: a descriptor is only ever a descriptor, so a reader may touch `refs` of one that was freed
 // and reused under it (increment-if-nonzero, then validate against the slot). The key and value fields are
-// written only while the descriptor is private to a reserver and read only under a validated pin.
+// written only while the descriptor is private to a reserver and read only under a pin. `referenced` is
+// CLOCK's bit: set by a GET hit, cleared by the passing hand; an atomic, so either may touch it at any time.
+// It shares the line of `refs`, which a GET has just written anyway.
 struct alignas(64) Store::Descriptor {
   std::atomic<uint32_t> refs{0};
   std::atomic<uint32_t> next_free{kNil};
@@ -73,6 +78,7 @@ struct alignas(64) Store::Descriptor {
   uint64_t charge = 0;
   uint8_t order = kNoOrder;
   uint8_t key_len = 0;
+  std::atomic<uint8_t> referenced{0};
   char key[protocol::kMaxKeyLength] = {};
 };
 
@@ -87,6 +93,7 @@ struct alignas(64) Store::CoreStats {
   std::atomic<uint64_t> ops[protocol::kObjectOpCount][kStatusCount];
   std::atomic<int64_t> objects;
   std::atomic<int64_t> value_bytes;
+  std::atomic<uint64_t> evictions;
 };
 
 uint64_t Store::metadata_bytes(const StoreConfig& config, uint64_t region_bytes) {
@@ -159,6 +166,7 @@ std::unique_ptr<Store> Store::create(const StoreConfig& config, std::span<std::b
       for (auto& v : row) v.store(0, std::memory_order_relaxed);
     st->objects.store(0, std::memory_order_relaxed);
     st->value_bytes.store(0, std::memory_order_relaxed);
+    st->evictions.store(0, std::memory_order_relaxed);
   }
   s->cores_.reset(new (std::nothrow) MemoryCoreStorage[config.max_cores]);
   if (!s->cores_) return fail("store: out of memory");
@@ -278,7 +286,10 @@ Status Store::get(uint32_t core, std::string_view key, PinnedValue* out) {
     return count(core, ObjectOp::kGet, Status::kBadRequest);
   const Found f = lookup(key, hash_key(key));
   if (f.slot == nullptr) return count(core, ObjectOp::kGet, Status::kNotFound);
-  const Descriptor& d = descriptors_[f.id];
+  Descriptor& d = descriptors_[f.id];
+  // Second chance for the evicting hand. Load first: a hot key's bit is already set, and a store would
+  // write the line on every GET for nothing (the pin's CAS has it exclusive, but only for the moment).
+  if (d.referenced.load(std::memory_order_relaxed) == 0) d.referenced.store(1, std::memory_order_relaxed);
   out->data = d.order == kNoOrder ? nullptr : allocator_.address(d.unit);
   out->size = d.value_len;
   out->token = f.id;
@@ -295,16 +306,33 @@ Status Store::reserve(uint32_t core, std::string_view key, uint64_t value_size, 
   if (key.empty() || key.size() > protocol::kMaxKeyLength) return put_status(core, Status::kBadRequest);
   if (value_size > config_.max_value) return put_status(core, Status::kTooLarge);
   const uint64_t charge = charge_for(value_size);
+  // A value that could never fit fails at once: evicting the whole cache for it would help nobody.
+  const uint64_t block = charge - sizeof(Descriptor);  // charge_for(): class size + descriptor
+  if (charge > capacity_ || block > arena_bytes()) return put_status(core, Status::kNoSpace);
+  const uint64_t hash = hash_key(key);
+  uint64_t examined = 0;  // this call's share of the hand, which bounds its work
+  bool swept = !config_.evict;
+  for (;;) {
+    if (try_reserve(key, hash, value_size, charge, out)) return Status::kOk;
+    if (swept) return put_status(core, Status::kNoSpace);
+    // One more try even when the budget is spent: a remove, drop or unpin elsewhere may have made room
+    // while the hand found nothing to take.
+    swept = !evict_next(core, &examined);
+  }
+}
+
+bool Store::try_reserve(std::string_view key, uint64_t hash, uint64_t value_size, uint64_t charge,
+                        Reservation* out) {
   // Charge first, with a CAS so the count never exceeds the capacity even for a moment (a scrape or a
   // concurrent reserver never sees a phantom overshoot).
   uint64_t used = used_.load(std::memory_order_relaxed);
   do {
-    if (used + charge > capacity_) return put_status(core, Status::kNoSpace);
+    if (used + charge > capacity_) return false;
   } while (!used_.compare_exchange_weak(used, used + charge, std::memory_order_relaxed));
   const uint32_t id = pop_descriptor();
   if (id == kNil) {
     used_.fetch_sub(charge, std::memory_order_relaxed);
-    return put_status(core, Status::kNoSpace);
+    return false;
   }
   Descriptor& d = descriptors_[id];
   d.order = kNoOrder;
@@ -315,15 +343,17 @@ Status Store::reserve(uint32_t core, std::string_view key, uint64_t value_size, 
     if (unit == BlockAllocator::kNoBlock) {  // buddy fragmentation: charged capacity was not the limit
       push_descriptor(id);
       used_.fetch_sub(charge, std::memory_order_relaxed);
-      return put_status(core, Status::kNoSpace);
+      return false;
     }
     d.order = static_cast<uint8_t>(order);
     d.unit = unit;
   }
   d.value_len = static_cast<uint32_t>(value_size);
   d.charge = charge;
-  d.hash = hash_key(key);
+  d.hash = hash;
   d.key_len = static_cast<uint8_t>(key.size());
+  // Unread so far: the hand may take it on its next pass, unless a GET comes first.
+  d.referenced.store(0, std::memory_order_relaxed);
   std::memcpy(d.key, key.data(), key.size());
   // Readers that race on this descriptor's stale slot may pin it from here on, but the slot check sends
   // them away; the count only has to be nonzero.
@@ -331,7 +361,85 @@ Status Store::reserve(uint32_t core, std::string_view key, uint64_t value_size, 
   out->data = d.order == kNoOrder ? nullptr : allocator_.address(d.unit);
   out->size = d.value_len;
   out->token = id;
-  return Status::kOk;
+  return true;
+}
+
+bool Store::evict_next(uint32_t core, uint64_t* examined) {
+  // CLOCK over the descriptor table, whose every entry is a published value, a reservation, an unpublished
+  // but pinned value, or free. The hand is shared: concurrent evictors each take the next position.
+  // True when it evicted, or passed kRetryEvery positions in vain (space may have come back meanwhile);
+  // false when this PUT's budget of kClockSweeps sweeps is spent.
+  const uint64_t n = descriptor_count_;
+  for (uint32_t in_vain = 0; *examined < kClockSweeps * n; ++in_vain) {
+    if (in_vain == kRetryEvery) return true;
+    const bool first_sweep = *examined < n;
+    ++*examined;
+    const auto id = static_cast<uint32_t>(hand_.fetch_add(1, std::memory_order_relaxed) % n);
+    Descriptor& d = descriptors_[id];
+    // Plain looks at a descriptor we do not pin: both are atomics of a type-stable table, and a wrong
+    // guess costs only a wasted evict() or a skipped candidate.
+    const uint32_t refs = d.refs.load(std::memory_order_relaxed);
+    if (refs == 0) continue;
+    if (d.referenced.load(std::memory_order_relaxed) != 0) {
+      d.referenced.store(0, std::memory_order_relaxed);
+      continue;
+    }
+    // A pinned victim's space stays charged until its last unpin, so it would not make room now.
+    if (first_sweep && refs > 1) continue;
+    if (evict(core, id)) return true;
+  }
+  return false;
+}
+
+void Store::evict_from_window(uint32_t core, uint64_t home) {
+  // Frees a slot of a full window: its first unreferenced entry, else its first one. A pin does not
+  // matter here: what is short is the slot, which the eviction frees at once.
+  uint32_t fallback = kNil;
+  for (uint32_t p = 0; p < kProbeBuckets; ++p) {
+    for (auto& slot : buckets_[(home + p) & bucket_mask_].slots) {
+      const uint64_t v = slot.load(std::memory_order_relaxed);
+      if (v == 0) return;  // freed meanwhile: worth another try as it is
+      const uint32_t id = slot_id(v);
+      if (descriptors_[id].referenced.load(std::memory_order_relaxed) == 0) {
+        evict(core, id);
+        return;
+      }
+      if (fallback == kNil) fallback = id;
+    }
+  }
+  evict(core, fallback);
+}
+
+bool Store::evict(uint32_t core, uint32_t id) {
+  // Our pin keeps this incarnation of the descriptor (and so its hash and length) from being freed and
+  // reused while we look for its slot; a reservation or an unpublished value is simply not found.
+  if (!try_pin(id)) return false;
+  const Descriptor& d = descriptors_[id];
+  const uint64_t hash = d.hash;
+  const int64_t len = d.value_len;
+  const uint64_t want = make_slot(hash, id);
+  Bucket* hb = &buckets_[hash & bucket_mask_];
+  std::atomic<uint64_t>* found = nullptr;
+  // A slot holding a value changes only under its key's home lock, which we take: the check below and the
+  // store cannot race an overwrite or a remove of the same key.
+  lock_bucket(hb);
+  for (uint32_t p = 0; p < kProbeBuckets && found == nullptr; ++p) {
+    for (auto& slot : buckets_[((hash & bucket_mask_) + p) & bucket_mask_].slots) {
+      if (slot.load(std::memory_order_relaxed) == want) {
+        found = &slot;
+        break;
+      }
+    }
+  }
+  if (found != nullptr) found->store(0, std::memory_order_release);
+  unlock_bucket(hb);
+  release(id);  // our pin
+  if (found == nullptr) return false;
+  release(id);  // the slot's reference: a reader's pin keeps the block alive past this point
+  add_published(core, -1, -len);
+  std::atomic<uint64_t>& e = core_stats_[core].evictions;
+  e.store(e.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  return true;
 }
 
 void Store::abort(Reservation* r) {
@@ -341,6 +449,10 @@ void Store::abort(Reservation* r) {
 }
 
 Status Store::commit(uint32_t core, Reservation* r) {
+  return commit(core, r, nullptr);
+}
+
+Status Store::commit(uint32_t core, Reservation* r, PinnedValue* pin) {
   const uint32_t id = r->token;
   Descriptor& d = descriptors_[id];
   const std::string_view key(d.key, d.key_len);
@@ -351,36 +463,49 @@ Status Store::commit(uint32_t core, Reservation* r) {
   // need of it now.
   const int64_t new_len = d.value_len;
   Bucket* hb = &buckets_[home];
+  if (pin != nullptr) {
+    // The reservation's reference moves to the slot at the store below; the caller's must exist before
+    // that, since an evictor or a remover may drop the slot's reference the moment the value is visible.
+    d.refs.fetch_add(1, std::memory_order_relaxed);
+    *pin = PinnedValue{r->data, r->size, id};
+  }
 
   // Writers of one key share its home bucket's lock, so they serialise: the later commit wins, and a key
   // is never inserted twice. Slots outside the home bucket may be contended by other homes' writers only
   // while empty, which the CAS below settles.
-  lock_bucket(hb);
-  const Found f = lookup(key, hash);
-  if (f.slot != nullptr) {
-    const int64_t old_len = descriptors_[f.id].value_len;
-    f.slot->store(nv, std::memory_order_release);  // publish: the reservation's reference moves to the slot
-    unlock_bucket(hb);
-    release(f.id);  // our lookup pin
-    release(f.id);  // the slot's reference
-    add_published(core, 0, new_len - old_len);
-    *r = Reservation{};
-    return put_status(core, Status::kOk);
-  }
-  for (uint32_t p = 0; p < kProbeBuckets; ++p) {
-    Bucket& b = buckets_[(home + p) & bucket_mask_];
-    for (auto& slot : b.slots) {
-      uint64_t expected = 0;
-      if (slot.load(std::memory_order_relaxed) == 0 &&
-          slot.compare_exchange_strong(expected, nv, std::memory_order_release, std::memory_order_relaxed)) {
-        unlock_bucket(hb);
-        add_published(core, 1, new_len);
-        *r = Reservation{};
-        return put_status(core, Status::kOk);
+  for (uint32_t attempt = 0;; ++attempt) {
+    lock_bucket(hb);
+    const Found f = lookup(key, hash);
+    if (f.slot != nullptr) {
+      const int64_t old_len = descriptors_[f.id].value_len;
+      f.slot->store(nv, std::memory_order_release);  // publish: the reservation's reference moves to the slot
+      unlock_bucket(hb);
+      release(f.id);  // our lookup pin
+      release(f.id);  // the slot's reference
+      add_published(core, 0, new_len - old_len);
+      *r = Reservation{};
+      return put_status(core, Status::kOk);
+    }
+    for (uint32_t p = 0; p < kProbeBuckets; ++p) {
+      Bucket& b = buckets_[(home + p) & bucket_mask_];
+      for (auto& slot : b.slots) {
+        uint64_t expected = 0;
+        if (slot.load(std::memory_order_relaxed) == 0 &&
+            slot.compare_exchange_strong(expected, nv, std::memory_order_release,
+                                         std::memory_order_relaxed)) {
+          unlock_bucket(hb);
+          add_published(core, 1, new_len);
+          *r = Reservation{};
+          return put_status(core, Status::kOk);
+        }
       }
     }
+    unlock_bucket(hb);
+    // Evicting takes the victim's home lock, so ours must be free by then (one bucket lock at a time).
+    if (!config_.evict || attempt == kWindowEvictions) break;
+    evict_from_window(core, home);
   }
-  unlock_bucket(hb);
+  if (pin != nullptr) unpin(pin);
   abort(r);
   return put_status(core, Status::kNoSpace);
 }
@@ -393,24 +518,73 @@ Status Store::put(uint32_t core, std::string_view key, std::span<const std::byte
   return commit(core, &r);
 }
 
-Status Store::remove(uint32_t core, std::string_view key) {
-  if (key.empty() || key.size() > protocol::kMaxKeyLength)
-    return count(core, ObjectOp::kDelete, Status::kBadRequest);
-  const uint64_t hash = hash_key(key);
+bool Store::unpublish(std::string_view key, uint64_t hash, int64_t* old_len) {
   Bucket* hb = &buckets_[hash & bucket_mask_];
   lock_bucket(hb);
   const Found f = lookup(key, hash);
   if (f.slot == nullptr) {
     unlock_bucket(hb);
-    return count(core, ObjectOp::kDelete, Status::kNotFound);
+    return false;
   }
-  const int64_t old_len = descriptors_[f.id].value_len;
+  *old_len = descriptors_[f.id].value_len;
   f.slot->store(0, std::memory_order_release);
   unlock_bucket(hb);
   release(f.id);
   release(f.id);  // a reader's pin keeps the block alive past this point; the last unpin frees it
+  return true;
+}
+
+Status Store::remove(uint32_t core, std::string_view key) {
+  if (key.empty() || key.size() > protocol::kMaxKeyLength)
+    return count(core, ObjectOp::kDelete, Status::kBadRequest);
+  int64_t old_len = 0;
+  if (!unpublish(key, hash_key(key), &old_len)) return count(core, ObjectOp::kDelete, Status::kNotFound);
   add_published(core, -1, -old_len);
   return count(core, ObjectOp::kDelete, Status::kOk);
+}
+
+Status Store::drop(std::string_view key) {
+  if (key.empty() || key.size() > protocol::kMaxKeyLength) return Status::kNotFound;
+  int64_t old_len = 0;
+  if (!unpublish(key, hash_key(key), &old_len)) return Status::kNotFound;
+  dropped_bytes_.fetch_add(old_len, std::memory_order_relaxed);
+  drops_.fetch_add(1, std::memory_order_relaxed);
+  return Status::kOk;
+}
+
+uint64_t Store::drop_all() {
+  uint64_t dropped = 0;
+  int64_t bytes = 0;
+  for (uint64_t b = 0; b <= bucket_mask_; ++b) {
+    for (auto& slot : buckets_[b].slots) {
+      const uint64_t v = slot.load(std::memory_order_acquire);
+      if (v == 0) continue;
+      // One try per slot: if the slot no longer holds v (or v's descriptor is already free), v is no
+      // longer published, and whatever replaced it was committed during this call.
+      const uint32_t id = slot_id(v);
+      if (!try_pin(id)) continue;
+      if (slot.load(std::memory_order_acquire) != v) {
+        release(id);
+        continue;
+      }
+      // Pinned and still in the slot: the published incarnation, whose hash names the home lock.
+      const Descriptor& d = descriptors_[id];
+      const int64_t len = d.value_len;
+      Bucket* hb = &buckets_[d.hash & bucket_mask_];
+      lock_bucket(hb);
+      const bool still = slot.load(std::memory_order_relaxed) == v;
+      if (still) slot.store(0, std::memory_order_release);
+      unlock_bucket(hb);
+      release(id);
+      if (!still) continue;
+      release(id);
+      ++dropped;
+      bytes += len;
+    }
+  }
+  dropped_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  drops_.fetch_add(dropped, std::memory_order_relaxed);
+  return dropped;
 }
 
 uint32_t Store::count_free_descriptors() const {
@@ -434,7 +608,11 @@ StoreStats Store::stats() const {
       for (uint32_t st = 0; st < kStatusCount; ++st) s.ops[o][st] += cs.ops[o][st].load(std::memory_order_relaxed);
     objects += cs.objects.load(std::memory_order_relaxed);
     bytes += cs.value_bytes.load(std::memory_order_relaxed);
+    s.evictions += cs.evictions.load(std::memory_order_relaxed);
   }
+  s.drops = drops_.load(std::memory_order_relaxed);
+  objects -= static_cast<int64_t>(s.drops);  // each drop unpublished one object
+  bytes -= dropped_bytes_.load(std::memory_order_relaxed);
   s.objects = objects > 0 ? static_cast<uint64_t>(objects) : 0;
   s.value_bytes = bytes > 0 ? static_cast<uint64_t>(bytes) : 0;
   s.used_bytes = used_.load(std::memory_order_relaxed);

@@ -5,7 +5,8 @@
 // Values are copy-on-write: a PUT fills a fresh block and publishes it by swapping the index slot, so a
 // published value is immutable until it is freed. A GET pins the block it found (a reference count); the
 // block is freed when the last pin drops, so the engine may hold a pin across an asynchronous RDMA WRITE.
-// See docs/store.md for the concurrency argument and capacity accounting.
+// With StoreConfig::evict the store is a cache: a PUT that finds it full evicts values chosen by CLOCK.
+// See docs/store.md for the concurrency argument, capacity accounting and eviction.
 #pragma once
 
 #include <atomic>
@@ -33,6 +34,9 @@ struct StoreConfig {
   uint32_t max_inflight = 4096;            // reservations plus overwritten-but-still-pinned values
   uint64_t capacity_bytes = 0;             // values (class size) + metadata; 0: whatever the region holds
   uint32_t max_cores = 64;                 // core indices passed to operations are below this
+  // A cache: a PUT short of capacity, a descriptor, a block or an index slot evicts published values
+  // (CLOCK) instead of answering kNoSpace. Off: a full store answers kNoSpace and nothing is evicted.
+  bool evict = false;
 };
 
 // A GET's result: the value stays valid and unchanged until unpin(), whatever other cores do meanwhile.
@@ -58,6 +62,8 @@ struct StoreStats {
   // By protocol::ObjectOp, then Status. A PUT counts once per put() or reserve() + commit() (a failed
   // reserve counts its status).
   uint64_t ops[protocol::kObjectOpCount][kStatusCount] = {};
+  uint64_t evictions = 0;  // values unpublished to make room (StoreConfig::evict)
+  uint64_t drops = 0;      // values unpublished by drop() or drop_all(); not in ops
 };
 
 class Store;
@@ -109,6 +115,16 @@ class Store {
   Status reserve(uint32_t core, std::string_view key, uint64_t value_size, Reservation* out);
   Status commit(uint32_t core, Reservation* r);
   void abort(Reservation* r);
+  // commit() that also pins what it published, as get() would, on kOk (*pin is empty otherwise): the pin
+  // is taken before the value becomes visible, so no evictor or remover can free it in between.
+  Status commit(uint32_t core, Reservation* r, PinnedValue* pin);
+
+  // Cache invalidation: unpublish like remove(), but not counted as a client DELETE in ops (in drops).
+  // kOk, or kNotFound (also for a key no value can have). Pinned readers keep their copy.
+  Status drop(std::string_view key);
+  // Unpublishes every value published when the call starts and not replaced meanwhile; returns how many.
+  // Safe concurrently with every other operation; values committed during the call may stay.
+  uint64_t drop_all();
 
   // The handle for core index `index` (< max_cores); one thread per index at a time, as for the calls above.
   storage::CoreStorage& core(uint32_t index) { return cores_[index]; }
@@ -132,6 +148,12 @@ class Store {
   Status count(uint32_t core, protocol::ObjectOp op, Status s);
   void add_published(uint32_t core, int64_t objects, int64_t bytes);
   bool try_pin(uint32_t id);
+  bool try_reserve(std::string_view key, uint64_t hash, uint64_t value_size, uint64_t charge,
+                   Reservation* out);
+  bool evict_next(uint32_t core, uint64_t* examined);
+  void evict_from_window(uint32_t core, uint64_t home);
+  bool evict(uint32_t core, uint32_t id);
+  bool unpublish(std::string_view key, uint64_t hash, int64_t* old_len);
   void release(uint32_t id);  // drops one reference; frees block and descriptor at zero
   uint32_t pop_descriptor();
   void push_descriptor(uint32_t id);
@@ -161,6 +183,10 @@ class Store {
   uint32_t max_order_{0};
   alignas(64) std::atomic<uint64_t> free_head_{0};  // tag << 32 | descriptor index (ABA-safe Treiber stack)
   alignas(64) std::atomic<uint64_t> used_{0};
+  alignas(64) std::atomic<uint64_t> hand_{0};  // CLOCK hand: position in the descriptor table, never wraps
+  // drop() and drop_all() have no core, hence no stats row: their counts live here (not the hot path).
+  alignas(64) std::atomic<uint64_t> drops_{0};
+  std::atomic<int64_t> dropped_bytes_{0};
 };
 
 }  // namespace rdmagate::store
