@@ -48,6 +48,8 @@ const char* status_name(Status s) noexcept {
     case Status::kBusy: return "busy";
     case Status::kRegistration: return "registration";
     case Status::kShutdown: return "shutdown";
+    case Status::kStoreUnavailable: return "store_unavailable";
+    case Status::kCorrupt: return "corrupt";
     case Status::kProtocol: return "protocol";
   }
   return "unknown";

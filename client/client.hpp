@@ -55,6 +55,8 @@ enum class Status : std::uint32_t {
                     // the buffer was never used from a caller thread: see docs/client.md "Key scope")
   kShutdown,        // the client is shutting down
   kProtocol,        // the gateway answered with something this client does not understand
+  kStoreUnavailable,  // the gateway's backing store (RADOS) did not answer in time; retrying may work
+  kCorrupt,           // the gateway found the stored value damaged (checksum mismatch); nothing was written
 };
 const char* status_name(Status s) noexcept;
 

@@ -173,6 +173,8 @@ inline Status map_object_status(std::uint32_t s) noexcept {
     case ObjectStatus::kNotFound: return Status::kNotFound;
     case ObjectStatus::kTooLarge: return Status::kTooLarge;
     case ObjectStatus::kNoSpace: return Status::kNoSpace;
+    case ObjectStatus::kUnavailable: return Status::kStoreUnavailable;
+    case ObjectStatus::kCorrupt: return Status::kCorrupt;
     case ObjectStatus::kUnknownOpcode: return Status::kProtocol;
   }
   return Status::kProtocol;

@@ -15,6 +15,8 @@ const char* object_status_name(std::uint32_t status) noexcept {
     case ObjectStatus::kNotFound: return "not_found";
     case ObjectStatus::kTooLarge: return "too_large";
     case ObjectStatus::kNoSpace: return "no_space";
+    case ObjectStatus::kUnavailable: return "unavailable";
+    case ObjectStatus::kCorrupt: return "corrupt";
   }
   return "unknown_status";
 }

@@ -62,7 +62,9 @@ enum class ObjectStatus : std::uint32_t {
   kBadRequest = 5,     // malformed payload, bad key length, wrong message type for the op
   kNotFound = kStatusApplicationBase + 0,
   kTooLarge = kStatusApplicationBase + 1,  // PUT value above the gateway's max value size
-  kNoSpace = kStatusApplicationBase + 2,   // store full; nothing is evicted
+  kNoSpace = kStatusApplicationBase + 2,   // store full and nothing could be evicted
+  kUnavailable = kStatusApplicationBase + 3,  // the gateway's backing store did not answer in time; retry later
+  kCorrupt = kStatusApplicationBase + 4,      // the stored value failed its checksum; no bytes were sent
 };
 
 const char* object_status_name(std::uint32_t status) noexcept;

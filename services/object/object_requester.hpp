@@ -355,6 +355,8 @@ class ObjectRequester {
       case ObjectStatus::kNotFound:
       case ObjectStatus::kTooLarge:
       case ObjectStatus::kNoSpace:
+      case ObjectStatus::kUnavailable:
+      case ObjectStatus::kCorrupt:
         return true;
       case ObjectStatus::kUnknownOpcode:
         return false;

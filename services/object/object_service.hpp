@@ -59,13 +59,13 @@ struct ObjectServiceConfig {
   telemetry::CoreStats* stats = nullptr;  // optional: request latency by op (observe_request_ns)
 };
 
-// Answer statuses as counters index them: ObjectStatus 0..5, then the application ones 0x100..0x102.
-inline constexpr std::size_t kObjectStatusSlots = 9;
+// Answer statuses as counters index them: ObjectStatus 0..5, then the application ones 0x100..0x104.
+inline constexpr std::size_t kObjectStatusSlots = 11;
 constexpr std::size_t object_status_slot(protocol::ObjectStatus s) noexcept {
   const auto v = static_cast<std::uint32_t>(s);
   if (v < protocol::kStatusApplicationBase) return v < 6 ? v : 5;
   const std::uint32_t app = v - protocol::kStatusApplicationBase;
-  return app < 3 ? 6 + app : 5;
+  return app < 5 ? 6 + app : 5;
 }
 
 // Plain per-core counters: only the owning core writes them; read them after the core stopped (or tolerate
@@ -670,6 +670,10 @@ class ObjectService {
         return protocol::ObjectStatus::kTooLarge;
       case storage::Status::kNoSpace:
         return protocol::ObjectStatus::kNoSpace;
+      case storage::Status::kUnavailable:
+        return protocol::ObjectStatus::kUnavailable;
+      case storage::Status::kCorrupt:
+        return protocol::ObjectStatus::kCorrupt;
       case storage::Status::kBadRequest:
       case storage::Status::kPending:
         break;

@@ -36,11 +36,13 @@ enum class Status : std::uint8_t {
   kOk = 0,
   kNotFound = 1,    // GET or DELETE of a key that is not there
   kTooLarge = 2,    // PUT of a value above the backend's max value size
-  kNoSpace = 3,     // capacity, index or descriptors exhausted; nothing is ever evicted
+  kNoSpace = 3,     // capacity, index or descriptors exhausted (and nothing could be evicted)
   kBadRequest = 4,  // key length outside 1..protocol::kMaxKeyLength
-  kPending = 5,
+  kUnavailable = 5,  // a remote backend did not answer within its timeout, or refused; retrying may work
+  kCorrupt = 6,      // the stored bytes do not match the checksum stored with them; nothing is returned
+  kPending = 7,
 };
-inline constexpr std::uint32_t kStatusCount = 5;  // outcomes
+inline constexpr std::uint32_t kStatusCount = 7;  // outcomes
 
 constexpr const char* status_name(Status s) noexcept {
   switch (s) {
@@ -54,6 +56,10 @@ constexpr const char* status_name(Status s) noexcept {
       return "no_space";
     case Status::kBadRequest:
       return "bad_request";
+    case Status::kUnavailable:
+      return "unavailable";
+    case Status::kCorrupt:
+      return "corrupt";
     case Status::kPending:
       return "pending";
   }
