@@ -244,6 +244,11 @@ void Store::lock_bucket(Bucket* b) {
 
 void Store::unlock_bucket(Bucket* b) { b->lock.store(0, std::memory_order_release); }
 
+std::string_view Store::reserved_key(const Reservation& r) const {
+  const Descriptor& d = descriptors_[r.token];
+  return {d.key, d.key_len};
+}
+
 bool Store::key_equals(uint32_t id, std::string_view key) const {
   const Descriptor& d = descriptors_[id];
   return d.key_len == key.size() && std::memcmp(d.key, key.data(), key.size()) == 0;

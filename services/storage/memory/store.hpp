@@ -132,6 +132,10 @@ class Store {
   StoreStats stats() const;
   uint64_t max_value() const { return config_.max_value; }
   uint64_t capacity_bytes() const { return capacity_; }
+  bool evicts() const { return config_.evict; }
+  // The key a live reservation was made for (valid until it is committed or aborted): what a backend that
+  // commits elsewhere first (RADOS) needs when the service hands it only the lease.
+  std::string_view reserved_key(const Reservation& r) const;
   uint64_t charge_for(uint64_t value_size) const;  // capacity one object of that size costs
   // The value arena: the engine registers [arena_base, arena_base + arena_bytes) once for RDMA.
   std::byte* arena_base() const { return allocator_.address(0); }
