@@ -1,0 +1,254 @@
+// Setup and teardown of the RADOS backend: the worker's tables and rings, the connection to the cluster
+// (made by the worker, retried until it succeeds), the object naming and the checksum.
+#include "services/storage/rados/rados_store.hpp"
+
+#include <rte_hash_crc.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "services/storage/rados/rados_internal.hpp"
+
+namespace rdmagate::storage::rados {
+
+const char* health_name(Health h) noexcept {
+  switch (h) {
+    case Health::kConnecting:
+      return "connecting";
+    case Health::kReady:
+      return "ready";
+    case Health::kProbeFailed:
+      return "probe_failed";
+    case Health::kWatchLost:
+      return "watch_lost";
+  }
+  return "unknown";
+}
+
+std::string object_name(std::string_view key) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(2 + key.size() * 3);
+  out += "o/";
+  for (const char ch : key) {
+    const auto c = static_cast<unsigned char>(ch);
+    const bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+                       c == '.' || c == '-';
+    if (plain) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+// DPDK's rte_hash_crc is CRC32C (the SSE4.2 crc32 instruction where the CPU has it, tables otherwise): a
+// maintained implementation we already link, rather than one of our own.
+std::uint32_t crc32c(const std::byte* data, std::size_t len) noexcept {
+  std::uint32_t crc = 0xffffffffu;
+  while (len > 0) {
+    const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(len, 1u << 30));
+    crc = rte_hash_crc(data, n, crc);
+    data += n;
+    len -= n;
+  }
+  return ~crc;
+}
+
+bool Worker::init(std::string* error) {
+  if (s_.cores == 0 || s_.max_requests == 0) {
+    *error = "rados: cores and max_requests must be at least 1";
+    return false;
+  }
+  const std::uint64_t slots = std::uint64_t{s_.cores} * s_.max_requests;
+  if (slots > dataplane::kMaxRingCapacity - 8) {
+    *error = "rados: cores x max_requests too large";
+    return false;
+  }
+  kWatchSlot = static_cast<std::uint32_t>(slots);
+  kUnwatchSlot = kWatchSlot + 1;
+  kProbeSlot = kWatchSlot + 2;
+  watch_arg_ = {this, kWatchSlot};
+  unwatch_arg_ = {this, kUnwatchSlot};
+  probe_arg_ = {this, kProbeSlot};
+
+  ops_.resize(slots);
+  scratch_.reset(new (std::nothrow) std::byte[slots * kInlineRead]);
+  if (!scratch_) {
+    *error = "rados: out of memory for the read scratch";
+    return false;
+  }
+  free_.reserve(slots);
+  fenced_.reserve(slots);
+  for (std::uint64_t i = slots; i-- > 0;) {
+    ops_[i].arg = {this, static_cast<std::uint32_t>(i)};
+    ops_[i].scratch = scratch_.get() + i * kInlineRead;
+    free_.push_back(static_cast<std::uint32_t>(i));
+  }
+  if (!done_.init(static_cast<std::uint32_t>(slots + 3), RING_F_SC_DEQ, error)) return false;
+  if (!notifies_.init(kNotifyRing, RING_F_SC_DEQ, error)) return false;
+
+  cores_.reset(new (std::nothrow) RadosCoreStorage[s_.cores]);
+  if (!cores_) {
+    *error = "rados: out of memory";
+    return false;
+  }
+  for (std::uint32_t c = 0; c < s_.cores; ++c) {
+    RadosCoreStorage& h = cores_[c];
+    h.worker_ = this;
+    h.cache_ = &cache_;
+    h.core_ = c;
+    h.max_value_ = s_.max_value;
+    h.cq_ = CompletionQueue::create(s_.max_requests, error);
+    if (!h.cq_) return false;
+    if (!h.sq_.init(s_.max_requests, RING_F_SP_ENQ | RING_F_SC_DEQ, error)) return false;
+  }
+  thread_ = std::thread([this] { run(); });
+  return true;
+}
+
+Worker::~Worker() {
+  stop_.store(true, std::memory_order_release);
+  wake_word_.fetch_add(1, std::memory_order_relaxed);
+  futex_wake(&wake_word_);
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Worker::connect() {
+  set_health(Health::kConnecting);
+  rados_t c = nullptr;
+  auto fail = [&](const char* what, int r) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s: %s", what, std::strerror(-r));
+    {
+      std::lock_guard<std::mutex> g(error_mu_);
+      last_error_ = buf;
+    }
+    if (c != nullptr) rados_shutdown(c);
+    return false;
+  };
+  int r = rados_create2(&c, "ceph", s_.client.c_str(), 0);
+  if (r < 0) {
+    c = nullptr;
+    return fail("rados_create2", r);
+  }
+  if ((r = rados_conf_read_file(c, s_.conf_file.c_str())) < 0) return fail("reading store.rados.conf_file", r);
+  if (!s_.keyring.empty() && (r = rados_conf_set(c, "keyring", s_.keyring.c_str())) < 0) {
+    return fail("store.rados.keyring", r);
+  }
+  // librados takes these three in whole seconds: op_timeout_ms is rounded up.
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%u", (s_.op_timeout_ms + 999) / 1000);
+  for (const char* opt : {"rados_osd_op_timeout", "rados_mon_op_timeout", "client_mount_timeout"}) {
+    if ((r = rados_conf_set(c, opt, secs)) < 0) return fail(opt, r);
+  }
+  // The watch is confirmed (rados_watch_check) at the objecter's tick: several ticks per cache lease.
+  std::snprintf(secs, sizeof secs, "%.3f", std::min(1.0, s_.cache_lease_ms / 4000.0));
+  if ((r = rados_conf_set(c, "objecter_tick_interval", secs)) < 0) return fail("objecter_tick_interval", r);
+  if ((r = rados_connect(c)) < 0) return fail("rados_connect", r);
+  rados_ioctx_t io = nullptr;
+  if ((r = rados_ioctx_create(c, s_.pool.c_str(), &io)) < 0) return fail("opening store.rados.pool", r);
+  rados_ioctx_set_namespace(io, s_.ns.empty() ? nullptr : s_.ns.c_str());
+  // The object every gateway of this pool and namespace watches; creating it is idempotent.
+  rados_write_op_t w = rados_create_write_op();
+  rados_write_op_create(w, LIBRADOS_CREATE_IDEMPOTENT, nullptr);
+  r = rados_write_op_operate(w, io, kWatchObject, nullptr, 0);
+  rados_release_write_op(w);
+  if (r < 0) {
+    rados_ioctx_destroy(io);
+    return fail("creating the cache watch object", r);
+  }
+  cluster_ = c;
+  io_ = io;
+  instance_id_ = rados_get_instance_id(c);
+  probe_oid_ = "rdmagate.probe." + std::to_string(instance_id_);
+  {
+    std::lock_guard<std::mutex> g(error_mu_);
+    last_error_.clear();
+  }
+  start_watch();
+  start_probe_write(steady_ns());
+  accepting_.store(true, std::memory_order_release);
+  return true;
+}
+
+void Worker::disconnect() {
+  if (io_ == nullptr) return;
+  trusted_until_ns_.store(0, std::memory_order_release);
+  if (watch_ == WatchState::kActive) rados_unwatch2(io_, watch_cookie_);
+  rados_watch_flush(cluster_);
+  rados_remove(io_, probe_oid_.c_str());
+  rados_ioctx_destroy(io_);
+  rados_shutdown(cluster_);
+  io_ = nullptr;
+  cluster_ = nullptr;
+}
+
+std::string Worker::last_error() const {
+  std::lock_guard<std::mutex> g(error_mu_);
+  return last_error_;
+}
+
+RadosStats Worker::stats() const noexcept {
+  RadosStats st;
+  for (unsigned o = 0; o < protocol::kObjectOpCount; ++o) {
+    for (unsigned s = 0; s < kStatusCount; ++s) {
+      std::uint64_t v = ops_count_[o][s].load(std::memory_order_relaxed);
+      for (std::uint32_t c = 0; c < s_.cores; ++c) v += cores_[c].ops_[o][s].load(std::memory_order_relaxed);
+      st.ops[o][s] = v;
+    }
+  }
+  for (std::uint32_t c = 0; c < s_.cores; ++c) st.cache_hits += cores_[c].hits_.load(std::memory_order_relaxed);
+  st.cache_misses = misses_.load(std::memory_order_relaxed);
+  st.cache_fills = fills_.load(std::memory_order_relaxed);
+  st.cache_fill_skipped = fill_skipped_.load(std::memory_order_relaxed);
+  st.invalidations_received = inval_rx_.load(std::memory_order_relaxed);
+  st.notifies_sent = notifies_sent_.load(std::memory_order_relaxed);
+  st.notify_timeouts = notify_timeouts_.load(std::memory_order_relaxed);
+  st.cache_resets = resets_.load(std::memory_order_relaxed);
+  st.crc_mismatches = crc_bad_.load(std::memory_order_relaxed);
+  st.rados_errors = rados_errors_.load(std::memory_order_relaxed);
+  st.worker_wakeups = wakeups_.load(std::memory_order_relaxed);
+  st.rados_ops_inflight = inflight_.load(std::memory_order_relaxed);
+  for (std::size_t k = 0; k < RadosStats::kLatencyKinds; ++k) {
+    for (std::size_t b = 0; b < RadosStats::kLatencyBuckets; ++b) {
+      st.latency_buckets[k][b] = lat_buckets_[k][b].load(std::memory_order_relaxed);
+    }
+    st.latency_sum_ns[k] = lat_sum_[k].load(std::memory_order_relaxed);
+  }
+  st.health = health();
+  return st;
+}
+
+std::unique_ptr<RadosStore> RadosStore::create(const RadosSettings& settings, store::Store& cache,
+                                               std::string* error) {
+  if (::access(settings.conf_file.c_str(), R_OK) != 0) {
+    *error = "store.rados.conf_file " + settings.conf_file + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  if (!settings.keyring.empty() && ::access(settings.keyring.c_str(), R_OK) != 0) {
+    *error = "store.rados.keyring " + settings.keyring + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  if (!cache.evicts()) {
+    *error = "rados: the cache store must evict";
+    return nullptr;
+  }
+  auto w = std::make_unique<Worker>(settings, cache);
+  if (!w->init(error)) return nullptr;
+  return std::unique_ptr<RadosStore>(new RadosStore(std::move(w)));
+}
+
+RadosStore::RadosStore(std::unique_ptr<Worker> w) noexcept : worker_(std::move(w)) {}
+RadosStore::~RadosStore() = default;
+CoreStorage& RadosStore::core(std::uint32_t index) noexcept { return worker_->core(index); }
+Health RadosStore::health() const noexcept { return worker_->health(); }
+RadosStats RadosStore::stats() const noexcept { return worker_->stats(); }
+std::string RadosStore::last_error() const { return worker_->last_error(); }
+
+}  // namespace rdmagate::storage::rados

@@ -1,0 +1,645 @@
+// The RADOS backend's worker thread: the only thread that calls librados for objects. It takes the cores'
+// ops off their rings, runs each as a small state machine over librados aio ops, keeps the cache coherent
+// with the other gateways (watch/notify) and answers on the owning core's CompletionQueue. docs/store.md
+// "The RADOS backend" explains the phases and why the cache may be trusted.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "services/storage/rados/rados_internal.hpp"
+
+namespace rdmagate::storage::rados {
+
+namespace {
+constexpr std::uint64_t kMs = 1000000;
+constexpr std::uint64_t kTickNs = 10 * kMs;
+constexpr std::uint64_t kSpinNs = 20000;  // keep polling this long after the last work before parking
+constexpr std::uint64_t kProbeEveryNs = 1000 * kMs;
+constexpr std::uint64_t kRewatchEveryNs = 500 * kMs;
+
+std::size_t latency_bucket(std::uint64_t ns) noexcept {
+  if (ns <= 1024) return 0;
+  const auto i = static_cast<std::size_t>(std::bit_width(ns - 1)) - 10;
+  return i < RadosStats::kLatencyBuckets - 1 ? i : RadosStats::kLatencyBuckets - 1;
+}
+
+std::size_t hash_key(std::string_view key) noexcept {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a: only spreads keys over the generation slots
+  for (const char c : key) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return static_cast<std::size_t>(h ^ (h >> 29));
+}
+}  // namespace
+
+// ---- librados callback threads: push and wake, nothing else ----
+
+void Worker::on_complete(rados_completion_t, void* arg) {
+  auto* a = static_cast<CallbackArg*>(arg);
+  // The done ring holds every slot at once, so this push cannot fail.
+  (void)a->worker->done_.push(a->slot);
+  a->worker->wake();
+}
+
+void Worker::on_notify(void* arg, uint64_t notify_id, uint64_t handle, uint64_t notifier_id, void* data,
+                       size_t data_len) {
+  auto* w = static_cast<Worker*>(arg);
+  NotifyEvent e;
+  e.notify_id = notify_id;
+  e.cookie = handle;
+  e.self = notifier_id == w->instance_id_ ? 1 : 0;
+  if (data_len == 0 || data_len > protocol::kMaxKeyLength || data == nullptr) {
+    // Not a key from a gateway: we cannot tell what changed, so forget everything. The notifier still
+    // gets our ack, after the reset (key_len 0 asks for it).
+    e.key_len = 0;
+  } else {
+    e.key_len = static_cast<std::uint32_t>(data_len);
+    std::memcpy(e.key, data, data_len);
+  }
+  // A full ring: we cannot ack this notify, so its writer times out and waits out our lease; we reset the
+  // cache as soon as the worker sees the flag.
+  if (!w->notifies_.push(e)) w->notify_overflow_.store(true, std::memory_order_release);
+  w->wake();
+}
+
+void Worker::on_watch_error(void* arg, uint64_t, int err) {
+  auto* w = static_cast<Worker*>(arg);
+  w->watch_error_.store(err != 0 ? err : -EIO, std::memory_order_release);
+  w->wake();
+}
+
+// ---- the loop ----
+
+void Worker::run() {
+  if (!s_.cpus.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (const int c : s_.cpus) CPU_SET(c, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  }
+  std::uint64_t last_work = steady_ns();
+  std::uint64_t stop_deadline = 0;
+  for (;;) {
+    std::uint64_t now = steady_ns();
+    const bool stopping = stop_.load(std::memory_order_acquire);
+    if (stopping && stop_deadline == 0) {
+      accepting_.store(false, std::memory_order_release);
+      stop_deadline =
+          now + (std::uint64_t{s_.op_timeout_ms} * 2 + s_.notify_timeout_ms + s_.cache_lease_ms) * kMs + 5000 * kMs;
+    }
+    if (io_ == nullptr) {
+      if (stopping) break;
+      if (now >= next_connect_ns_ && !connect()) next_connect_ns_ = steady_ns() + 1000 * kMs;
+      if (io_ == nullptr) park(std::min<std::uint64_t>(next_connect_ns_ - std::min(next_connect_ns_, now), 100 * kMs));
+      continue;
+    }
+    bool did = drain_submissions();
+    did |= drain_done();
+    did |= drain_notifies();
+    now = steady_ns();
+    if (now >= next_tick_ns_) {
+      tick(now);
+      next_tick_ns_ = now + kTickNs;
+    }
+    if (stopping) {
+      const bool idle = free_.size() == ops_.size() && probe_comp_ == nullptr && watch_comp_ == nullptr;
+      if (idle || now >= stop_deadline) break;
+    }
+    if (did) {
+      last_work = now;
+    } else if (now - last_work > kSpinNs) {
+      park(next_tick_ns_ > now ? next_tick_ns_ - now : 0);
+    }
+  }
+  disconnect();
+}
+
+void Worker::park(std::uint64_t timeout_ns) {
+  if (timeout_ns == 0) return;
+  const std::uint32_t word = wake_word_.load(std::memory_order_relaxed);
+  parked_.store(true, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  bool work = !done_.empty() || !notifies_.empty() || stop_.load(std::memory_order_relaxed) ||
+              watch_error_.load(std::memory_order_relaxed) != 0;
+  for (std::uint32_t c = 0; c < s_.cores && !work; ++c) work = !cores_[c].sq_.empty();
+  if (!work) futex_wait(&wake_word_, word, timeout_ns);
+  parked_.store(false, std::memory_order_relaxed);
+}
+
+bool Worker::drain_submissions() {
+  bool did = false;
+  Submission burst[kBurst];
+  for (std::uint32_t c = 0; c < s_.cores; ++c) {
+    const std::uint32_t n = cores_[c].sq_.pop_burst(burst, kBurst);
+    for (std::uint32_t i = 0; i < n; ++i) start(burst[i]);
+    did |= n != 0;
+  }
+  return did;
+}
+
+bool Worker::drain_done() {
+  std::uint32_t slots[kBurst];
+  const std::uint32_t n = done_.pop_burst(slots, kBurst);
+  for (std::uint32_t i = 0; i < n; ++i) on_done(slots[i]);
+  return n != 0;
+}
+
+bool Worker::drain_notifies() {
+  bool did = false;
+  if (notify_overflow_.exchange(false, std::memory_order_acq_rel)) {
+    reset_cache();
+    did = true;
+  }
+  NotifyEvent burst[8];
+  const std::uint32_t n = notifies_.pop_burst(burst, 8);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const NotifyEvent& e = burst[i];
+    bump(inval_rx_);
+    // Our own notify: the op that sent it invalidates after every ack is in (finish_mutation), and a fill
+    // racing it is kept out of the cache by mutating_.
+    if (e.key_len == 0) {
+      reset_cache();
+    } else if (e.self == 0) {
+      invalidate({e.key, e.key_len});
+    }
+    // Acked only once our cache no longer holds the key: the notifier answers its client after every ack.
+    rados_notify_ack(io_, kWatchObject, e.notify_id, e.cookie, nullptr, 0);
+  }
+  return did || n != 0;
+}
+
+void Worker::tick(std::uint64_t now) {
+  const int err = watch_error_.exchange(0, std::memory_order_acq_rel);
+  if (err != 0 && watch_ == WatchState::kActive) {
+    // Notifies may have been missed: nothing cached can be trusted any more.
+    trusted_until_ns_.store(0, std::memory_order_release);
+    reset_cache();
+    watch_ = WatchState::kUnregistering;
+    if (rados_aio_create_completion2(&unwatch_arg_, on_complete, &watch_comp_) == 0) {
+      if (rados_aio_unwatch(io_, watch_cookie_, watch_comp_) != 0) {
+        rados_aio_release(watch_comp_);
+        watch_comp_ = nullptr;
+        watch_ = WatchState::kNone;
+      }
+    } else {
+      watch_comp_ = nullptr;
+      watch_ = WatchState::kNone;
+    }
+  }
+  if (watch_ == WatchState::kActive) {
+    const int ms = rados_watch_check(io_, watch_cookie_);
+    if (ms < 0) {
+      watch_error_.store(ms, std::memory_order_release);
+    } else {
+      // Trusted until the last confirmation plus 90% of the lease (the rest covers the OSD's clock rate).
+      const std::uint64_t confirmed = now - std::min<std::uint64_t>(now, std::uint64_t(ms) * kMs);
+      trusted_until_ns_.store(confirmed + std::uint64_t{s_.cache_lease_ms} * kMs * 9 / 10, std::memory_order_release);
+    }
+  } else if (watch_ == WatchState::kNone && !stop_.load(std::memory_order_relaxed) && now >= next_rewatch_ns_) {
+    start_watch();
+    next_rewatch_ns_ = now + kRewatchEveryNs;
+  }
+  if (probe_comp_ == nullptr && now >= next_probe_ns_ && !stop_.load(std::memory_order_relaxed)) start_probe_write(now);
+  for (std::size_t i = 0; i < fenced_.size();) {
+    PendingOp& op = ops_[fenced_[i]];
+    if (op.fence_until_ns <= now || stop_.load(std::memory_order_relaxed)) {
+      fenced_[i] = fenced_.back();
+      fenced_.pop_back();
+      finish_mutation(op);
+    } else {
+      ++i;
+    }
+  }
+  Health h = Health::kReady;
+  if (watch_ != WatchState::kActive) {
+    h = Health::kWatchLost;
+  } else if (!probe_ok_) {
+    h = Health::kProbeFailed;
+  }
+  set_health(h);
+}
+
+void Worker::start_watch() {
+  watch_ = WatchState::kRegistering;
+  if (rados_aio_create_completion2(&watch_arg_, on_complete, &watch_comp_) != 0) {
+    watch_comp_ = nullptr;
+    watch_ = WatchState::kNone;
+    return;
+  }
+  // The OSD keeps our watch this long after losing us; twice the lease, so that it never drops us (and so
+  // stops waiting for our acks) while we may still trust our cache.
+  const std::uint32_t timeout_s = (2 * s_.cache_lease_ms + 999) / 1000;
+  if (rados_aio_watch2(io_, kWatchObject, watch_comp_, &watch_cookie_, on_notify, on_watch_error, timeout_s,
+                       this) != 0) {
+    rados_aio_release(watch_comp_);
+    watch_comp_ = nullptr;
+    watch_ = WatchState::kNone;
+  }
+}
+
+void Worker::start_probe_write(std::uint64_t now) {
+  if (rados_aio_create_completion2(&probe_arg_, on_complete, &probe_comp_) != 0) {
+    probe_comp_ = nullptr;
+    return;
+  }
+  char stamp[24];
+  const int n = std::snprintf(stamp, sizeof stamp, "%llu", static_cast<unsigned long long>(now));
+  if (rados_aio_write_full(io_, probe_oid_.c_str(), probe_comp_, stamp, static_cast<size_t>(n)) != 0) {
+    rados_aio_release(probe_comp_);
+    probe_comp_ = nullptr;
+    probe_ok_ = false;
+  }
+  next_probe_ns_ = now + kProbeEveryNs;
+}
+
+// ---- ops ----
+
+bool Worker::new_completion(PendingOp& op) {
+  if (rados_aio_create_completion2(&op.arg, on_complete, &op.comp) != 0) {
+    op.comp = nullptr;
+    return false;
+  }
+  op.rados_started_ns = steady_ns();
+  inflight_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void Worker::start(const Submission& s) {
+  if (free_.empty()) {  // cannot happen while the service keeps its request bound; stay exact anyway
+    store::Reservation v = s.value;
+    if (s.kind == OpKind::kPut) cache_.abort(&v);
+    if (!cores_[s.core].cq_->push(Completion{s.tag, {}, Status::kUnavailable})) return;
+    bump(ops_count_[static_cast<unsigned>(object_op(s.kind))][static_cast<unsigned>(Status::kUnavailable)]);
+    return;
+  }
+  const std::uint32_t slot = free_.back();
+  free_.pop_back();
+  PendingOp& op = ops_[slot];
+  op.sub = s;
+  op.attempts = 0;
+  op.started_ns = steady_ns();
+  op.fill = {};
+  switch (s.kind) {
+    case OpKind::kGet:
+      bump(misses_);
+      op.key_gen = key_gen(s.key_view());
+      start_probe(op);
+      break;
+    case OpKind::kPut:
+    case OpKind::kDelete:
+      // Remote changes to the key seen after this (gen) or a local mutation beside this one (mutating_)
+      // keep the result out of the cache: only a lone writer knows its value is RADOS's newest.
+      op.key_gen = key_gen(s.key_view());
+      ++mutating_[hash_key(s.key_view()) % kGenSlots];
+      if (s.kind == OpKind::kPut) {
+        start_write(op);
+      } else {
+        start_remove(op);
+      }
+      break;
+  }
+}
+
+void Worker::start_probe(PendingOp& op) {
+  op.phase = Phase::kProbe;
+  if (!new_completion(op)) return finish(op, Status::kUnavailable);
+  op.read_op = rados_create_read_op();
+  op.xattrs = nullptr;
+  rados_read_op_stat(op.read_op, &op.size, &op.mtime, &op.stat_rval);
+  rados_read_op_getxattrs(op.read_op, &op.xattrs, &op.xattr_rval);
+  rados_read_op_read(op.read_op, 0, kInlineRead, reinterpret_cast<char*>(op.scratch), &op.bytes_read,
+                     &op.read_rval);
+  const std::string oid = object_name(op.sub.key_view());
+  if (rados_aio_read_op_operate(op.read_op, io_, op.comp, oid.c_str(), 0) != 0) {
+    release_rados(op);
+    finish(op, Status::kUnavailable);
+  }
+}
+
+void Worker::start_read(PendingOp& op) {
+  op.phase = Phase::kRead;
+  if (!new_completion(op)) return finish(op, Status::kUnavailable);
+  op.read_op = rados_create_read_op();
+  op.xattrs = nullptr;
+  rados_read_op_stat(op.read_op, &op.size, &op.mtime, &op.stat_rval);
+  rados_read_op_getxattrs(op.read_op, &op.xattrs, &op.xattr_rval);
+  rados_read_op_read(op.read_op, 0, op.fill.size, reinterpret_cast<char*>(op.fill.data), &op.bytes_read,
+                     &op.read_rval);
+  const std::string oid = object_name(op.sub.key_view());
+  if (rados_aio_read_op_operate(op.read_op, io_, op.comp, oid.c_str(), 0) != 0) {
+    release_rados(op);
+    finish(op, Status::kUnavailable);
+  }
+}
+
+void Worker::start_write(PendingOp& op) {
+  op.phase = Phase::kWrite;
+  const store::Reservation& v = op.sub.value;
+  op.crc = crc32c(v.data, v.size);
+  std::snprintf(op.crc_text, sizeof op.crc_text, "%08x", op.crc);
+  if (!new_completion(op)) return finish(op, Status::kUnavailable);
+  op.write_op = rados_create_write_op();
+  // librados copies the bytes into its own buffer here (the C API's write_full appends to a bufferlist);
+  // docs/store.md says why we do not hand it the cache block itself.
+  static const char kEmpty[1] = {0};
+  rados_write_op_write_full(op.write_op, v.size == 0 ? kEmpty : reinterpret_cast<const char*>(v.data), v.size);
+  rados_write_op_setxattr(op.write_op, kCrcXattr, op.crc_text, 8);
+  const std::string oid = object_name(op.sub.key_view());
+  if (rados_aio_write_op_operate(op.write_op, io_, op.comp, oid.c_str(), nullptr, 0) != 0) {
+    release_rados(op);
+    finish(op, Status::kUnavailable);
+  }
+}
+
+void Worker::start_remove(PendingOp& op) {
+  op.phase = Phase::kRemove;
+  if (!new_completion(op)) return finish(op, Status::kUnavailable);
+  op.write_op = rados_create_write_op();
+  rados_write_op_remove(op.write_op);
+  const std::string oid = object_name(op.sub.key_view());
+  if (rados_aio_write_op_operate(op.write_op, io_, op.comp, oid.c_str(), nullptr, 0) != 0) {
+    release_rados(op);
+    finish(op, Status::kUnavailable);
+  }
+}
+
+void Worker::start_notify(PendingOp& op) {
+  op.phase = Phase::kNotify;
+  bump(notifies_sent_);
+  op.notify_reply = nullptr;
+  op.notify_reply_len = 0;
+  if (!new_completion(op)) return notify_done(op, -ENOMEM);
+  if (rados_aio_notify(io_, kWatchObject, op.comp, op.sub.key, op.sub.key_len, s_.notify_timeout_ms,
+                       &op.notify_reply, &op.notify_reply_len) != 0) {
+    release_rados(op);
+    notify_done(op, -EIO);
+  }
+}
+
+void Worker::release_rados(PendingOp& op) {
+  if (op.xattrs != nullptr) {
+    rados_getxattrs_end(op.xattrs);
+    op.xattrs = nullptr;
+  }
+  if (op.read_op != nullptr) {
+    rados_release_read_op(op.read_op);
+    op.read_op = nullptr;
+  }
+  if (op.write_op != nullptr) {
+    rados_release_write_op(op.write_op);
+    op.write_op = nullptr;
+  }
+  if (op.comp != nullptr) {
+    rados_aio_release(op.comp);
+    op.comp = nullptr;
+    inflight_.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+void Worker::on_done(std::uint32_t slot) {
+  if (slot == kWatchSlot || slot == kUnwatchSlot) {
+    const int r = rados_aio_get_return_value(watch_comp_);
+    rados_aio_release(watch_comp_);
+    watch_comp_ = nullptr;
+    if (slot == kWatchSlot && r == 0) {
+      // Whatever was cached before this watch existed may have missed notifies.
+      reset_cache();
+      watch_ = WatchState::kActive;
+    } else {
+      watch_ = WatchState::kNone;
+    }
+    return;
+  }
+  if (slot == kProbeSlot) {
+    probe_ok_ = rados_aio_get_return_value(probe_comp_) == 0;
+    rados_aio_release(probe_comp_);
+    probe_comp_ = nullptr;
+    return;
+  }
+  PendingOp& op = ops_[slot];
+  const int ret = rados_aio_get_return_value(op.comp);
+  const std::uint64_t ns = steady_ns() - op.rados_started_ns;
+  switch (op.phase) {
+    case Phase::kProbe:
+    case Phase::kRead:
+      observe(0, ns);
+      break;
+    case Phase::kWrite:
+      observe(1, ns);
+      break;
+    case Phase::kRemove:
+      observe(2, ns);
+      break;
+    case Phase::kNotify:
+      observe(3, ns);
+      break;
+    case Phase::kFree:
+    case Phase::kFence:
+      return;  // no librados op runs in these phases
+  }
+  if (ret < 0 && ret != -ENOENT && ret != -ETIMEDOUT) bump(rados_errors_);
+  switch (op.phase) {
+    case Phase::kProbe:
+      probe_done(op, ret);
+      break;
+    case Phase::kRead:
+      read_done(op, ret);
+      break;
+    case Phase::kWrite:
+    case Phase::kRemove:
+      write_done(op, ret);
+      break;
+    case Phase::kNotify:
+      notify_done(op, ret);
+      break;
+    case Phase::kFree:
+    case Phase::kFence:
+      break;
+  }
+}
+
+bool Worker::parse_crc(PendingOp& op) {
+  op.has_crc = false;
+  if (op.xattrs == nullptr || op.xattr_rval < 0) return false;
+  for (;;) {
+    const char* name = nullptr;
+    const char* val = nullptr;
+    std::size_t len = 0;
+    if (rados_getxattrs_next(op.xattrs, &name, &val, &len) != 0 || name == nullptr) break;
+    if (std::strcmp(name, kCrcXattr) != 0 || len != 8) continue;
+    std::uint32_t v = 0;
+    bool ok = true;
+    for (std::size_t i = 0; i < 8; ++i) {
+      const char c = val[i];
+      std::uint32_t d;
+      if (c >= '0' && c <= '9') {
+        d = static_cast<std::uint32_t>(c - '0');
+      } else if (c >= 'a' && c <= 'f') {
+        d = static_cast<std::uint32_t>(c - 'a' + 10);
+      } else {
+        ok = false;
+        break;
+      }
+      v = v << 4 | d;
+    }
+    if (ok) {
+      op.crc = v;
+      op.has_crc = true;
+    }
+  }
+  return op.has_crc;
+}
+
+void Worker::probe_done(PendingOp& op, int ret) {
+  if (ret == -ENOENT) {
+    release_rados(op);
+    return finish(op, Status::kNotFound);
+  }
+  if (ret < 0) {
+    release_rados(op);
+    return finish(op, Status::kUnavailable);
+  }
+  const bool has_crc = parse_crc(op);
+  release_rados(op);
+  if (!has_crc) {  // not written by a gateway, or its checksum was removed: the bytes cannot be vouched for
+    bump(crc_bad_);
+    return finish(op, Status::kCorrupt);
+  }
+  if (op.size > s_.max_value) return finish(op, Status::kTooLarge);
+  const Status st = cache_.reserve(s_.cache_core, op.sub.key_view(), op.size, &op.fill);
+  if (st != Status::kOk) return finish(op, st);
+  if (op.size <= kInlineRead) {
+    if (op.bytes_read != op.size) {  // stat and read disagree: the object changed within the op
+      cache_.abort(&op.fill);
+      if (++op.attempts >= kMaxReadAttempts) return finish(op, Status::kUnavailable);
+      return start_probe(op);
+    }
+    if (op.size != 0) std::memcpy(op.fill.data, op.scratch, op.size);
+    verify_and_answer(op);
+    return;
+  }
+  start_read(op);
+}
+
+void Worker::read_done(PendingOp& op, int ret) {
+  const bool has_crc = ret >= 0 && parse_crc(op);
+  release_rados(op);
+  if (ret == -ENOENT || ret < 0) {
+    cache_.abort(&op.fill);
+    return finish(op, ret == -ENOENT ? Status::kNotFound : Status::kUnavailable);
+  }
+  if (!has_crc) {
+    cache_.abort(&op.fill);
+    bump(crc_bad_);
+    return finish(op, Status::kCorrupt);
+  }
+  if (op.size != op.fill.size || op.bytes_read != op.size) {  // overwritten between our two ops
+    cache_.abort(&op.fill);
+    if (++op.attempts >= kMaxReadAttempts) return finish(op, Status::kUnavailable);
+    return start_probe(op);
+  }
+  verify_and_answer(op);
+}
+
+bool Worker::verify_and_answer(PendingOp& op) {
+  if (crc32c(op.fill.data, op.fill.size) != op.crc) {
+    cache_.abort(&op.fill);
+    bump(crc_bad_);
+    finish(op, Status::kCorrupt);
+    return false;
+  }
+  const std::string_view key = op.sub.key_view();
+  if (op.key_gen == key_gen(key) && mutating_[hash_key(key) % kGenSlots] == 0 && cache_trusted()) {
+    store::PinnedValue pin;
+    const Status st = cache_.commit(s_.cache_core, &op.fill, &pin);
+    op.fill = {};
+    if (st != Status::kOk) {  // the cache's index window is full; commit has released the block
+      finish(op, st);
+      return false;
+    }
+    bump(fills_);
+    finish(op, Status::kOk, Lease{const_cast<std::byte*>(pin.data), pin.size, pin.token});
+    return true;
+  }
+  bump(fill_skipped_);
+  const Lease lease{op.fill.data, op.fill.size, op.fill.token | kReservationBit};
+  op.fill = {};
+  finish(op, Status::kOk, lease);
+  return true;
+}
+
+void Worker::write_done(PendingOp& op, int ret) {
+  const bool is_put = op.phase == Phase::kWrite;
+  release_rados(op);
+  if (ret < 0) {
+    --mutating_[hash_key(op.sub.key_view()) % kGenSlots];
+    if (is_put) cache_.abort(&op.sub.value);
+    if (ret == -ENOENT && !is_put) return finish(op, Status::kNotFound);
+    return finish(op, ret == -EFBIG || ret == -EMSGSIZE ? Status::kTooLarge : Status::kUnavailable);
+  }
+  start_notify(op);
+}
+
+void Worker::notify_done(PendingOp& op, int ret) {
+  if (op.notify_reply != nullptr) rados_buffer_free(op.notify_reply);
+  op.notify_reply = nullptr;
+  release_rados(op);
+  if (ret < 0) {
+    // Some gateway did not ack (dead, partitioned, or its watch broken): it may still serve the old value
+    // from its cache, but never past its lease, counted from before now. Answer once that has run out.
+    bump(notify_timeouts_);
+    op.phase = Phase::kFence;
+    op.fence_until_ns = steady_ns() + std::uint64_t{s_.cache_lease_ms} * kMs + 100 * kMs;
+    fenced_.push_back(static_cast<std::uint32_t>(&op - ops_.data()));
+    return;
+  }
+  finish_mutation(op);
+}
+
+void Worker::finish_mutation(PendingOp& op) {
+  const std::string_view key = op.sub.key_view();
+  std::uint32_t& mutating = mutating_[hash_key(key) % kGenSlots];
+  const bool alone = mutating == 1 && op.key_gen == key_gen(key);
+  --mutating;
+  invalidate(key);
+  if (op.sub.kind == OpKind::kPut) {
+    if (alone && cache_trusted()) {
+      (void)cache_.commit(s_.cache_core, &op.sub.value);  // takes the reservation whatever the outcome
+    } else {
+      cache_.abort(&op.sub.value);
+    }
+  }
+  finish(op, Status::kOk);
+}
+
+void Worker::finish(PendingOp& op, Status s, Lease lease) {
+  const Submission& sub = op.sub;
+  bump(ops_count_[static_cast<unsigned>(object_op(sub.kind))][static_cast<unsigned>(s)]);
+  if (!cores_[sub.core].cq_->push(Completion{sub.tag, lease, s})) {
+    // Cannot happen (the queue holds every op the core may have pending); never strand the lease.
+    RadosCoreStorage& c = cores_[sub.core];
+    c.release(&lease);
+  }
+  op.phase = Phase::kFree;
+  free_.push_back(static_cast<std::uint32_t>(&op - ops_.data()));
+}
+
+std::uint64_t Worker::key_gen(std::string_view key) const noexcept {
+  return epoch_ << 32 | gens_[hash_key(key) % kGenSlots];
+}
+
+void Worker::invalidate(std::string_view key) {
+  ++gens_[hash_key(key) % kGenSlots];
+  (void)cache_.drop(key);
+}
+
+void Worker::reset_cache() {
+  ++epoch_;
+  cache_.drop_all();
+  bump(resets_);
+}
+
+void Worker::observe(std::size_t kind, std::uint64_t ns) noexcept {
+  bump(lat_buckets_[kind][latency_bucket(ns)]);
+  bump(lat_sum_[kind], ns);
+}
+
+}  // namespace rdmagate::storage::rados

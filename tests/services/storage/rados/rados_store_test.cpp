@@ -1,0 +1,307 @@
+// The RADOS backend through the storage interface, against a real single-node cluster (the ceph_cluster
+// ctest fixture: tools/ceph-cluster, memstore, cephx). No RDMA: the test thread is the data-plane core.
+#include <rados/librados.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "services/storage/rados/rados_store.hpp"
+#include "tests/services/storage/rados/rados_test_util.hpp"
+
+namespace rdmagate::storage::rados {
+namespace {
+
+using test::get;
+using test::put;
+using test::put_reserved;
+using test::remove;
+
+std::vector<std::byte> pattern(std::size_t size, std::uint32_t seed) {
+  std::vector<std::byte> v(size);
+  std::uint32_t x = seed * 2654435761u + 1;
+  for (std::size_t i = 0; i < size; ++i) {
+    x = x * 1664525u + 1013904223u;
+    v[i] = static_cast<std::byte>(x >> 24);
+  }
+  return v;
+}
+
+// A direct librados handle (admin), as an operator's `rados` CLI would act behind the gateways' backs.
+struct Admin {
+  rados_t cluster = nullptr;
+  rados_ioctx_t io = nullptr;
+  explicit Admin(const std::string& dir, const std::string& ns = {}) {
+    EXPECT_EQ(rados_create2(&cluster, "ceph", "client.admin", 0), 0);
+    EXPECT_EQ(rados_conf_read_file(cluster, (dir + "/ceph.conf").c_str()), 0);
+    EXPECT_EQ(rados_conf_set(cluster, "keyring", (dir + "/client.admin.keyring").c_str()), 0);
+    EXPECT_EQ(rados_connect(cluster), 0);
+    EXPECT_EQ(rados_ioctx_create(cluster, "rdmagate", &io), 0);
+    rados_ioctx_set_namespace(io, ns.empty() ? nullptr : ns.c_str());
+  }
+  ~Admin() {
+    if (io) rados_ioctx_destroy(io);
+    if (cluster) rados_shutdown(cluster);
+  }
+};
+
+class RadosStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::fixture_dir();
+    ASSERT_FALSE(dir_.empty()) << "RDMAGATE_CEPH_DIR is not set: run through ctest (fixture ceph_cluster)";
+    // Each test in its own namespace: no test sees another's objects or notifies.
+    ns_ = std::string("t-") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  }
+  std::unique_ptr<test::Gateway> gateway(std::uint64_t cache_bytes = 64u << 20, std::uint32_t cores = 1) {
+    RadosSettings s = test::fixture_settings(dir_, ns_);
+    s.cores = cores;
+    auto g = test::make_gateway(s, cache_bytes);
+    if (g) {
+      EXPECT_TRUE(test::wait_ready(*g->rados)) << health_name(g->rados->health()) << " " << g->rados->last_error();
+    }
+    return g;
+  }
+  std::string dir_;
+  std::string ns_;
+};
+
+TEST(RadosNaming, ObjectNamesEscapeEverythingButASafeSet) {
+  EXPECT_EQ(object_name("abc-_.XYZ09"), "o/abc-_.XYZ09");
+  EXPECT_EQ(object_name("a/b c"), "o/a%2Fb%20c");
+  EXPECT_EQ(object_name(std::string_view("\0\xff", 2)), "o/%00%FF");
+  EXPECT_EQ(object_name("rdmagate.cache"), "o/rdmagate.cache");  // never the internal watch object
+}
+
+TEST_F(RadosStoreTest, PutGetDeleteAtEverySize) {
+  auto g = gateway();
+  ASSERT_TRUE(g);
+  std::uint64_t tag = 1;
+  for (const std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{4096}, std::size_t{4097},
+                                 std::size_t{1} << 20, std::size_t{4} << 20}) {
+    SCOPED_TRACE(size);
+    const std::string key = "k" + std::to_string(size);
+    const auto v = pattern(size, static_cast<std::uint32_t>(size));
+    // Inline below 64 KiB, as the object service does, else reserve + commit as a chunked PUT.
+    ASSERT_EQ(size < 65536 ? put(g->core(), key, v, tag++) : put_reserved(g->core(), key, v, tag++), Status::kOk);
+    std::vector<std::byte> got;
+    ASSERT_EQ(get(g->core(), key, &got, tag++), Status::kOk);
+    EXPECT_TRUE(got == v);
+    // The same through a second gateway, whose empty cache must go to RADOS.
+    auto other = gateway();
+    ASSERT_TRUE(other);
+    ASSERT_EQ(get(other->core(), key, &got, tag++), Status::kOk);
+    EXPECT_TRUE(got == v);
+    ASSERT_EQ(remove(g->core(), key, tag++), Status::kOk);
+    EXPECT_EQ(get(g->core(), key, &got, tag++), Status::kNotFound);
+    EXPECT_EQ(get(other->core(), key, &got, tag++), Status::kNotFound);
+    EXPECT_EQ(remove(g->core(), key, tag++), Status::kNotFound);
+  }
+  const RadosStats st = g->rados->stats();
+  EXPECT_GT(st.cache_hits, 0u);
+  EXPECT_EQ(st.crc_mismatches, 0u);
+}
+
+TEST_F(RadosStoreTest, RefusalsEndAtOnce) {
+  auto g = gateway();
+  ASSERT_TRUE(g);
+  std::vector<std::byte> got;
+  EXPECT_EQ(g->core().get("", 1, nullptr), Status::kBadRequest);
+  EXPECT_EQ(g->core().remove(std::string(251, 'x'), 1), Status::kBadRequest);
+  EXPECT_EQ(put(g->core(), "big", pattern((4u << 20) + 1, 1), 2), Status::kTooLarge);
+  Lease l;
+  EXPECT_EQ(g->core().reserve("big", (4u << 20) + 1, 3, &l), Status::kTooLarge);
+}
+
+TEST_F(RadosStoreTest, OverwriteReturnsTheNewestThroughEveryGateway) {
+  auto a = gateway();
+  auto b = gateway();
+  ASSERT_TRUE(a && b);
+  std::uint64_t tag = 1;
+  std::vector<std::byte> got;
+  for (std::uint32_t round = 0; round < 20; ++round) {
+    const auto v = pattern(100 + round * 700, round);
+    // Alternate the writer; read through both after every acknowledged write: 0 stale reads.
+    auto& writer = round % 2 == 0 ? *a : *b;
+    ASSERT_EQ(put(writer.core(), "shared", v, tag++), Status::kOk);
+    ASSERT_EQ(get(a->core(), "shared", &got, tag++), Status::kOk);
+    ASSERT_TRUE(got == v) << "stale read through a, round " << round;
+    ASSERT_EQ(get(b->core(), "shared", &got, tag++), Status::kOk);
+    ASSERT_TRUE(got == v) << "stale read through b, round " << round;
+    if (round % 5 == 4) {
+      ASSERT_EQ(remove(writer.core(), "shared", tag++), Status::kOk);
+      ASSERT_EQ(get(a->core(), "shared", &got, tag++), Status::kNotFound) << "round " << round;
+      ASSERT_EQ(get(b->core(), "shared", &got, tag++), Status::kNotFound) << "round " << round;
+    }
+  }
+  // The reads after the first were cache hits, so coherence really came from the invalidations.
+  EXPECT_GT(a->rados->stats().cache_hits + b->rados->stats().cache_hits, 0u);
+  EXPECT_GT(a->rados->stats().invalidations_received, 0u);
+  EXPECT_EQ(a->rados->stats().notify_timeouts + b->rados->stats().notify_timeouts, 0u);
+}
+
+TEST_F(RadosStoreTest, ConcurrentWritersOfOneKeyLeaveOneWholeValueEverywhere) {
+  auto a = gateway(64u << 20, 2);
+  auto b = gateway();
+  ASSERT_TRUE(a && b);
+  constexpr int kRounds = 40;
+  // Two cores of gateway a and gateway b's core write the same key at once; every value is distinct.
+  auto writer = [&](CoreStorage* s, std::uint32_t id) {
+    for (int i = 0; i < kRounds; ++i) {
+      const auto v = pattern(3000 + id * 17 + static_cast<std::size_t>(i), id * 1000 + static_cast<std::uint32_t>(i));
+      EXPECT_EQ(put(*s, "hot", v, id * 100000 + static_cast<std::uint64_t>(i)), Status::kOk);
+    }
+  };
+  std::thread t0(writer, &a->core(0), 1);
+  std::thread t1(writer, &a->core(1), 2);
+  std::thread t2(writer, &b->core(0), 3);
+  t0.join();
+  t1.join();
+  t2.join();
+  // Whatever RADOS kept, every gateway's GET returns exactly that: one whole value, the same everywhere.
+  std::vector<std::byte> via_a0, via_a1, via_b;
+  ASSERT_EQ(get(a->core(0), "hot", &via_a0, 1), Status::kOk);
+  ASSERT_EQ(get(a->core(1), "hot", &via_a1, 2), Status::kOk);
+  ASSERT_EQ(get(b->core(0), "hot", &via_b, 3), Status::kOk);
+  Admin admin(dir_, ns_);
+  std::vector<char> raw(8192);
+  const int n = rados_read(admin.io, object_name("hot").c_str(), raw.data(), raw.size(), 0);
+  ASSERT_GT(n, 0);
+  const std::vector<std::byte> in_rados(reinterpret_cast<std::byte*>(raw.data()),
+                                        reinterpret_cast<std::byte*>(raw.data()) + n);
+  EXPECT_TRUE(via_a0 == in_rados);
+  EXPECT_TRUE(via_a1 == in_rados);
+  EXPECT_TRUE(via_b == in_rados);
+  bool matches_one = false;
+  for (std::uint32_t id = 1; id <= 3 && !matches_one; ++id) {
+    for (int i = 0; i < kRounds && !matches_one; ++i) {
+      matches_one = pattern(3000 + id * 17 + static_cast<std::size_t>(i), id * 1000 + static_cast<std::uint32_t>(i)) ==
+                    in_rados;
+    }
+  }
+  EXPECT_TRUE(matches_one) << "the stored value is none of the values written";
+}
+
+TEST_F(RadosStoreTest, ChecksumCatchesAnObjectAlteredBehindTheGateway) {
+  auto a = gateway();
+  ASSERT_TRUE(a);
+  const auto v = pattern(10000, 7);
+  ASSERT_EQ(put(a->core(), "victim", v, 1), Status::kOk);
+  ASSERT_EQ(put(a->core(), "foreign-src", v, 2), Status::kOk);
+  {
+    Admin admin(dir_, ns_);
+    const char flip = static_cast<char>(~static_cast<char>(v[5000]));
+    ASSERT_EQ(rados_write(admin.io, object_name("victim").c_str(), &flip, 1, 5000), 0);
+    // An object no gateway wrote (no checksum xattr) cannot be vouched for either.
+    ASSERT_EQ(rados_write_full(admin.io, object_name("foreign").c_str(), "hello", 5), 0);
+  }
+  auto b = gateway();  // an empty cache: the GET reads RADOS
+  ASSERT_TRUE(b);
+  std::vector<std::byte> got;
+  EXPECT_EQ(get(b->core(), "victim", &got, 3), Status::kCorrupt);
+  EXPECT_EQ(get(b->core(), "foreign", &got, 4), Status::kCorrupt);
+  EXPECT_EQ(get(b->core(), "foreign-src", &got, 5), Status::kOk);
+  EXPECT_TRUE(got == v);
+  EXPECT_EQ(b->rados->stats().crc_mismatches, 2u);
+  // Corrupt values are never cached: the same answer again.
+  EXPECT_EQ(get(b->core(), "victim", &got, 6), Status::kCorrupt);
+}
+
+TEST_F(RadosStoreTest, ACacheSmallerThanTheDataSetEvictsAndEveryByteReadsBack) {
+  // 8 MiB of cache, 24 MiB of values: the cache must evict, never answer no_space.
+  auto g = gateway(8u << 20);
+  ASSERT_TRUE(g);
+  constexpr std::uint32_t kValues = 96;
+  constexpr std::size_t kSize = 256 * 1024;
+  std::uint64_t tag = 1;
+  for (std::uint32_t i = 0; i < kValues; ++i) {
+    ASSERT_EQ(put_reserved(g->core(), "e" + std::to_string(i), pattern(kSize, i), tag++), Status::kOk) << i;
+  }
+  std::vector<std::byte> got;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::uint32_t i = 0; i < kValues; ++i) {
+      ASSERT_EQ(get(g->core(), "e" + std::to_string(i), &got, tag++), Status::kOk) << i;
+      ASSERT_TRUE(got == pattern(kSize, i)) << "value " << i << " differs";
+    }
+  }
+  EXPECT_GT(g->cache->stats().evictions, 0u);
+  EXPECT_GT(g->rados->stats().cache_misses, 0u);
+  EXPECT_EQ(g->rados->stats().ops[static_cast<unsigned>(protocol::ObjectOp::kPut)]
+                                  [static_cast<unsigned>(Status::kNoSpace)],
+            0u);
+}
+
+TEST_F(RadosStoreTest, EveryLeaseGoesBack) {
+  auto g = gateway(16u << 20);
+  ASSERT_TRUE(g);
+  std::uint64_t tag = 1;
+  std::vector<std::byte> got;
+  for (std::uint32_t i = 0; i < 20; ++i) {
+    ASSERT_EQ(put(g->core(), "l" + std::to_string(i), pattern(5000, i), tag++), Status::kOk);
+    ASSERT_EQ(get(g->core(), "l" + std::to_string(i), &got, tag++), Status::kOk);
+  }
+  Lease l;
+  ASSERT_EQ(g->core().reserve("aborted", 100000, tag++, &l), Status::kOk);
+  g->core().abort(&l);
+  EXPECT_EQ(l.token, Lease::kNoToken);
+  for (std::uint32_t i = 0; i < 20; ++i) ASSERT_EQ(remove(g->core(), "l" + std::to_string(i), tag++), Status::kOk);
+  const store::StoreStats st = g->cache->stats();
+  EXPECT_EQ(st.objects, 0u);
+  EXPECT_EQ(st.used_bytes, 0u) << "a reservation or pin was not given back";
+}
+
+TEST(RadosUnreachable, OpsAnswerUnavailableAtOnceAndReadyzSaysConnecting) {
+  const std::string dir = ::testing::TempDir() + "rados-unreachable";
+  std::string mk = "mkdir -p " + dir;
+  ASSERT_EQ(std::system(mk.c_str()), 0);
+  {
+    // A monitor address where nothing listens (port 1 on loopback).
+    std::ofstream conf(dir + "/ceph.conf");
+    conf << "[global]\nmon_host = 127.0.0.1:1\nauth_client_required = none\n";
+  }
+  RadosSettings s;
+  s.conf_file = dir + "/ceph.conf";
+  s.op_timeout_ms = 500;
+  s.cores = 1;
+  s.max_requests = 16;
+  auto g = test::make_gateway(s, 4u << 20);
+  ASSERT_TRUE(g);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(g->rados->health(), Health::kConnecting);
+  std::vector<std::byte> got;
+  EXPECT_EQ(g->core().get("k", 1, nullptr), Status::kUnavailable);
+  EXPECT_EQ(put(g->core(), "k", pattern(10, 1), 2), Status::kUnavailable);
+  EXPECT_EQ(remove(g->core(), "k", 3), Status::kUnavailable);
+  // The destructor returns although the cluster never answered.
+}
+
+TEST(RadosConfig, UnreadableFilesAreStartErrors) {
+  store::StoreConfig sc;
+  sc.evict = true;
+  sc.max_cores = 2;
+  sc.max_objects = 1024;
+  std::vector<std::byte> region(8u << 20);
+  std::string error;
+  auto cache = store::Store::create(sc, region, &error);
+  ASSERT_TRUE(cache) << error;
+  RadosSettings s;
+  s.conf_file = "/nonexistent/ceph.conf";
+  s.cache_core = 1;
+  EXPECT_EQ(RadosStore::create(s, *cache, &error), nullptr);
+  EXPECT_NE(error.find("store.rados.conf_file"), std::string::npos) << error;
+  s.conf_file = "/dev/null";
+  s.keyring = "/nonexistent/keyring";
+  EXPECT_EQ(RadosStore::create(s, *cache, &error), nullptr);
+  EXPECT_NE(error.find("store.rados.keyring"), std::string::npos) << error;
+}
+
+TEST(RadosChecksum, Crc32cKnownAnswers) {
+  const char* s = "123456789";
+  EXPECT_EQ(crc32c(reinterpret_cast<const std::byte*>(s), 9), 0xe3069283u);
+  EXPECT_EQ(crc32c(nullptr, 0), 0u);
+  std::vector<std::byte> zeros(32);
+  EXPECT_EQ(crc32c(zeros.data(), zeros.size()), 0x8a9136aau);  // RFC 3720 B.4
+}
+
+}  // namespace
+}  // namespace rdmagate::storage::rados
