@@ -83,6 +83,7 @@ void publish_connections(const ConnectionSnapshot& s, std::span<telemetry::CoreS
 
 void publish_store_stats(const store::StoreStats& s, telemetry::CoreStats& b) noexcept {
   using telemetry::Stat;
+  b.set(Stat::kCacheEvictions, s.evictions);
   b.set(Stat::kStoreObjects, s.objects);
   b.set(Stat::kStoreBytes, s.value_bytes);
   b.set(Stat::kStoreAllocatedBytes, s.used_bytes);
@@ -91,6 +92,37 @@ void publish_store_stats(const store::StoreStats& s, telemetry::CoreStats& b) no
     for (std::size_t st = 0; st < store::kStatusCount; ++st) {
       b.set(telemetry::store_op_stat(static_cast<protocol::ObjectOp>(op), st), s.ops[op][st]);
     }
+  }
+}
+
+void publish_rados_stats(const storage::rados::RadosStats& s, telemetry::CoreStats& b) noexcept {
+  using telemetry::Stat;
+  static_assert(storage::rados::RadosStats::kLatencyKinds == telemetry::kRadosOpKindNames.size());
+  static_assert(storage::rados::RadosStats::kLatencyBuckets == telemetry::LatencyHistogram::kBuckets);
+  for (std::size_t op = 0; op < protocol::kObjectOpCount; ++op) {
+    for (std::size_t st = 0; st < store::kStatusCount; ++st) {
+      b.set(telemetry::store_op_stat(static_cast<protocol::ObjectOp>(op), st), s.ops[op][st]);
+    }
+  }
+  b.set(Stat::kCacheHits, s.cache_hits);
+  b.set(Stat::kCacheMisses, s.cache_misses);
+  b.set(Stat::kCacheFills, s.cache_fills);
+  b.set(Stat::kCacheFillSkips, s.cache_fill_skipped);
+  b.set(Stat::kCacheInvalidations, s.invalidations_received);
+  b.set(Stat::kCacheResets, s.cache_resets);
+  b.set(Stat::kStoreChecksumFailures, s.crc_mismatches);
+  b.set(Stat::kRadosNotifies, s.notifies_sent);
+  b.set(Stat::kRadosNotifyTimeouts, s.notify_timeouts);
+  b.set(Stat::kRadosErrors, s.rados_errors);
+  b.set(Stat::kRadosOpsInFlight, s.rados_ops_inflight);
+  b.set(Stat::kRadosReady, s.health == storage::rados::Health::kReady ? 1 : 0);
+  b.set(Stat::kRadosWorkerWakeups, s.worker_wakeups);
+  for (std::size_t k = 0; k < storage::rados::RadosStats::kLatencyKinds; ++k) {
+    telemetry::LatencyHistogram& h = b.request_duration[telemetry::kRadosHistogramFirst + k];
+    for (std::size_t i = 0; i < telemetry::LatencyHistogram::kBuckets; ++i) {
+      std::atomic_ref<std::uint64_t>(h.buckets[i]).store(s.latency_buckets[k][i], std::memory_order_relaxed);
+    }
+    std::atomic_ref<std::uint64_t>(h.sum_ns).store(s.latency_sum_ns[k], std::memory_order_relaxed);
   }
 }
 

@@ -26,6 +26,7 @@
 #include "control/engine.hpp"
 #include "dataplane/core_resources.hpp"
 #include "services/storage/memory/store.hpp"
+#include "services/storage/rados/rados_store.hpp"
 #include "telemetry/stats.hpp"
 
 namespace rdmagate::control {
@@ -53,6 +54,10 @@ void publish_connections(const ConnectionSnapshot& s, std::span<telemetry::CoreS
                          telemetry::CoreStats& control_block) noexcept;
 // Objects, value bytes, charged bytes, capacity, and operations by op and status.
 void publish_store_stats(const store::StoreStats& s, telemetry::CoreStats& block) noexcept;
+// store.backend: rados, after publish_store_stats of its cache: the operations by op and status become the
+// RADOS backend's (the cache's own are internal), plus the cache, RADOS and worker counters and the librados
+// latency histograms (into block's request_duration[kRadosHistogramFirst..]).
+void publish_rados_stats(const storage::rados::RadosStats& s, telemetry::CoreStats& block) noexcept;
 
 // Everything of a live engine: its counters and connection table into control_block, the connection gauges
 // into each core's CoreResources::stats block. Control thread (allocates a little; never on a core).

@@ -29,6 +29,7 @@
 #include "dataplane/backend/backend_factory.hpp"
 #include "services/object/object_service.hpp"
 #include "services/storage/memory/store.hpp"
+#include "services/storage/rados/rados_store.hpp"
 #include "telemetry/collector.hpp"
 #include "telemetry/http_server.hpp"
 #include "telemetry/stats.hpp"
@@ -187,11 +188,8 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     lg().warn("running without hugepages", {{"reason", g->eal_->probe().reason}, {"key", "eal.hugepages"}});
   }
 
-  // 3. The store. memory is the only store.backend so far; -Wswitch brings the next one here.
-  switch (cfg.store.backend) {
-    case conf::StoreBackend::kMemory:
-      break;
-  }
+  // 3. The store: with store.backend rados it is the cache in front of RADOS (it evicts), and every lease
+  // the RADOS backend lends comes from it, so the arena registered below covers both.
   g->region_ = std::make_unique<dataplane::HugeBuffer>(
       dataplane::HugeBuffer::allocate(s.store_region_bytes, -1, 4096, error));
   if (!*g->region_) {
@@ -209,6 +207,24 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
                       {"max_value_bytes", g->store_->max_value()},
                       {"max_objects", s.store.max_objects},
                       {"hugepage_backed", g->region_->hugepage_backed()}});
+  if (s.rados) {
+    storage::rados::RadosSettings r = *s.rados;
+    r.max_requests = dataplane::ObjectServiceConfig{}.max_requests;
+    // The worker and librados' threads (which inherit its CPUs) stay off the data-plane cores.
+    const rte_cpuset_t main_cpus = rte_lcore_cpuset(rte_get_main_lcore());
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &main_cpus)) r.cpus.push_back(c);
+    }
+    g->rados_ = storage::rados::RadosStore::create(r, *g->store_, error);
+    if (!g->rados_) return nullptr;
+    lg().info("rados backend", {{"conf_file", r.conf_file},
+                                {"client", r.client},
+                                {"pool", r.pool},
+                                {"namespace", r.ns},
+                                {"op_timeout_ms", r.op_timeout_ms},
+                                {"notify_timeout_ms", r.notify_timeout_ms},
+                                {"cache_lease_ms", r.cache_lease_ms}});
+  }
 
   // 4. The engine.
   Gateway* self = g.get();
@@ -237,7 +253,8 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     g->engine_->core(i).stats = block;
     g->collector_->register_core(g->engine_->core(i).config().lcore, *block);
     dataplane::ObjectServiceConfig sc;
-    sc.storage = &g->store_->core(static_cast<std::uint32_t>(i));
+    const auto index = static_cast<std::uint32_t>(i);
+    sc.storage = g->rados_ ? &g->rados_->core(index) : &g->store_->core(index);
     sc.arena_lkey = mr->lkey;
     sc.stats = block;
     g->services_.push_back(std::make_unique<dataplane::ObjectService>(sc));
@@ -247,6 +264,7 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
   // 5. Telemetry first, so /readyz explains the rest of the startup; then the cores; then the listeners.
   g->health_ = std::make_unique<telemetry::HealthState>(*g->collector_, s.core_stall);
   g->health_->set_port_active(g->port_active_);
+  g->check_store();
   if (s.http) {
     // civetweb's threads would inherit this thread's CPUs, which EAL has made the main lcore's; say so
     // explicitly, so that serving /metrics can never land on a data-plane core's CPU.
@@ -298,6 +316,21 @@ bool Gateway::admit(const void* peer_sockaddr) const {
 void Gateway::publish_stats() {
   publish_engine_stats(*engine_, *control_stats_);
   publish_store_stats(store_->stats(), *control_stats_);
+  if (rados_) publish_rados_stats(rados_->stats(), *control_stats_);
+}
+
+void Gateway::check_store() {
+  if (!rados_) return;
+  const storage::rados::Health h = rados_->health();
+  const char* not_ready = h == storage::rados::Health::kReady ? nullptr : storage::rados::health_name(h);
+  if (not_ready == store_not_ready_ && health_ != nullptr) return;
+  store_not_ready_ = not_ready;
+  if (health_) health_->set_store_not_ready(not_ready ? not_ready : nullptr);
+  if (not_ready == nullptr) {
+    lg().info("rados backend ready", {{"pool", loaded_.config.store.rados.pool}});
+  } else {
+    lg().warn("rados backend not ready", {{"state", not_ready}, {"error", rados_->last_error()}});
+  }
 }
 
 void Gateway::check_port() {
@@ -410,6 +443,7 @@ int Gateway::run() {
     const auto now = Clock::now();
     if (now >= next_publish) {
       publish_stats();
+      check_store();
       next_publish = now + kPublishEvery;
     }
     if (now >= next_port_check) {

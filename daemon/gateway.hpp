@@ -33,6 +33,9 @@ class ObjectService;
 namespace rdmagate::store {
 class Store;
 }  // namespace rdmagate::store
+namespace rdmagate::storage::rados {
+class RadosStore;
+}  // namespace rdmagate::storage::rados
 namespace rdmagate::telemetry {
 struct CoreStats;
 class StatsCollector;
@@ -75,6 +78,7 @@ class Gateway {
   void reload();
   void publish_stats();
   void check_port();
+  void check_store();
   int stop(int signo);
 
   conf::LoadedConfig loaded_;  // the running configuration (restart-only keys as started)
@@ -86,7 +90,9 @@ class Gateway {
   // the engine before the services, store and region it uses, EAL last.
   std::unique_ptr<dataplane::EalRuntime> eal_;
   std::unique_ptr<dataplane::HugeBuffer> region_;
-  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<store::Store> store_;  // store.backend: rados: the cache in front of rados_
+  std::unique_ptr<storage::rados::RadosStore> rados_;  // after the cores stopped, before its cache goes
+  const char* store_not_ready_ = nullptr;              // the last readiness published; control thread only
   std::vector<std::unique_ptr<telemetry::CoreStats>> core_stats_;
   std::unique_ptr<telemetry::CoreStats> control_stats_;
   std::vector<std::unique_ptr<dataplane::ObjectService>> services_;

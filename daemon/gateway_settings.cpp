@@ -23,7 +23,9 @@ store::StoreConfig store_config(const conf::Config& cfg) {
   // One object per 4 KiB of capacity, within bounds that keep the index small and useful.
   s.max_objects =
       static_cast<std::uint32_t>(std::clamp<std::uint64_t>(s.capacity_bytes / 4096, 4096, 1u << 22));
-  s.max_cores = std::max<std::uint32_t>(64, static_cast<std::uint32_t>(cfg.dataplane.cores.size()));
+  // One stats row per core, and with rados one more for its worker (which fills the cache).
+  s.max_cores = std::max<std::uint32_t>(64, static_cast<std::uint32_t>(cfg.dataplane.cores.size()) + 1);
+  s.evict = cfg.store.backend == conf::StoreBackend::kRados;
   return s;
 }
 
@@ -148,6 +150,27 @@ std::optional<GatewaySettings> plan_gateway(const conf::Config& cfg, std::string
   s.eal_memory_derived = cfg.eal.memory_mib == 0;
   s.store = store_config(cfg);
   s.store_region_bytes = store_region_bytes(cfg);
+  switch (cfg.store.backend) {
+    case conf::StoreBackend::kMemory:
+      break;
+    case conf::StoreBackend::kRados: {
+      storage::rados::RadosSettings r;
+      const conf::RadosConfig& c = cfg.store.rados;
+      r.conf_file = c.conf_file;
+      r.client = c.client;
+      r.keyring = c.keyring;
+      r.pool = c.pool;
+      r.ns = c.ns;
+      r.op_timeout_ms = c.op_timeout_ms;
+      r.notify_timeout_ms = c.notify_timeout_ms;
+      r.cache_lease_ms = c.cache_lease_ms;
+      r.cores = static_cast<std::uint32_t>(cfg.dataplane.cores.size());
+      r.cache_core = r.cores;
+      r.max_value = cfg.store.max_value_bytes;
+      s.rados = std::move(r);
+      break;
+    }
+  }
   s.engine = engine_config(cfg);
   for (const conf::IpAddress& a : cfg.listen.addresses) {
     s.listeners.push_back({a.str(), cfg.listen.port, static_cast<int>(cfg.listen.backlog)});

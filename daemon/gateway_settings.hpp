@@ -22,6 +22,7 @@
 #include "control/engine.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "services/storage/memory/store.hpp"
+#include "services/storage/rados/rados_store.hpp"
 #include "telemetry/http_server.hpp"
 
 namespace rdmagate::control {
@@ -45,6 +46,8 @@ struct GatewaySettings {
   bool eal_memory_derived = false;  // eal.memory_mib was 0: eal.memory_mb is derived_eal_memory_mib
   store::StoreConfig store;
   std::uint64_t store_region_bytes = 0;  // the store's one HugeBuffer: capacity plus metadata, page-rounded
+  // store.backend: rados only (`store` is then its cache); cpus unset: the daemon adds the main lcore's.
+  std::optional<storage::rados::RadosSettings> rados;
   EngineConfig engine;                   // admit and log_sink unset
   std::vector<ListenerSettings> listeners;
   std::optional<telemetry::HttpOptions> http;  // unset: telemetry.enabled is false; cpus unset

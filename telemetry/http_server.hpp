@@ -49,13 +49,16 @@ class HealthState {
 
   void set_listeners_up(bool up) noexcept { listeners_up_.store(up, std::memory_order_relaxed); }
   void set_port_active(bool active) noexcept { port_active_.store(active, std::memory_order_relaxed); }
+  // The storage backend's readiness: null when ready, else why not (a string with static lifetime).
+  void set_store_not_ready(const char* reason) noexcept { store_not_ready_.store(reason, std::memory_order_relaxed); }
   // telemetry.core_stall_ms is reloadable (SIGHUP): the next check uses the new threshold.
   void set_liveness_threshold(std::chrono::nanoseconds t) noexcept {
     threshold_ns_.store(t.count(), std::memory_order_relaxed);
   }
 
   Verdict check_live(Clock::time_point now);
-  // Ready: listeners up, the device port active, at least one core, and every core polled and is live.
+  // Ready: listeners up, the device port active, the storage backend ready, at least one core, and every
+  // core polled and is live.
   Verdict check_ready(Clock::time_point now);
 
  private:
@@ -72,6 +75,7 @@ class HealthState {
   std::atomic<std::chrono::nanoseconds::rep> threshold_ns_;
   std::atomic<bool> listeners_up_{false};
   std::atomic<bool> port_active_{false};
+  std::atomic<const char*> store_not_ready_{nullptr};
   std::mutex mutex_;
   std::vector<Seen> seen_;
 };

@@ -87,6 +87,31 @@ constexpr Table build_table() {
     for (const auto status : kStoreStatusNames)
       b.row("rdmagate_store_operations_total", kC, Unit::kNone, kSum, "Store operations by op and status.",
             {"op", op}, {"status", status});
+  b.row("rdmagate_store_cache_hits_total", kC, Unit::kNone, kSum,
+        "GETs answered from the hugepage cache in front of RADOS (store.backend: rados).");
+  b.row("rdmagate_store_cache_misses_total", kC, Unit::kNone, kSum, "GETs the cache could not answer: sent to RADOS.");
+  b.row("rdmagate_store_cache_fills_total", kC, Unit::kNone, kSum, "Values read from RADOS and kept in the cache.");
+  b.row("rdmagate_store_cache_fill_skips_total", kC, Unit::kNone, kSum,
+        "Values read from RADOS but not cached: the key changed meanwhile, or the cache was not trusted.");
+  b.row("rdmagate_store_cache_evictions_total", kC, Unit::kNone, kSum,
+        "Values evicted (CLOCK) to make room in the cache.");
+  b.row("rdmagate_store_cache_invalidations_total", kC, Unit::kNone, kSum,
+        "Invalidations received from gateways of the same pool (watch/notify), this one's included.");
+  b.row("rdmagate_store_cache_resets_total", kC, Unit::kNone, kSum,
+        "Times the whole cache was dropped: the invalidation watch was lost or re-registered.");
+  b.row("rdmagate_store_checksum_failures_total", kC, Unit::kNone, kSum,
+        "GETs answered corrupt: the value read does not match its stored CRC32C, or has none.");
+  b.row("rdmagate_rados_notifies_total", kC, Unit::kNone, kSum,
+        "Invalidations this gateway sent after a PUT or DELETE committed.");
+  b.row("rdmagate_rados_notify_timeouts_total", kC, Unit::kNone, kSum,
+        "Invalidations some gateway did not acknowledge in time; the request waited out the cache lease.");
+  b.row("rdmagate_rados_errors_total", kC, Unit::kNone, kSum,
+        "librados operations that failed with an error other than not-found or timeout.");
+  b.row("rdmagate_rados_ops_in_flight", kG, Unit::kNone, kSum, "librados operations submitted and not yet ended.");
+  b.row("rdmagate_rados_ready", kG, Unit::kNone, kSum,
+        "1 when the RADOS backend is connected, its cache watch registered and its last probe write committed.");
+  b.row("rdmagate_rados_worker_wakeups_total", kC, Unit::kNone, kSum,
+        "Times a data-plane core woke the parked RADOS worker thread (a futex wake).");
   if (b.next != kStatCount) throw "metric table does not cover every Stat";  // fails constant evaluation
   return b.t;
 }
@@ -122,6 +147,14 @@ constexpr std::array<HistogramDesc, kHistogramCount> kHistograms = {{
      {"op", kStoreOpNames[1]}},
     {"rdmagate_request_duration_seconds", "Duration of requests from receive to response sent, by op.",
      {"op", kStoreOpNames[2]}},
+    {"rdmagate_rados_op_duration_seconds", "Duration of librados operations, submit to callback, by kind.",
+     {"kind", kRadosOpKindNames[0]}},
+    {"rdmagate_rados_op_duration_seconds", "Duration of librados operations, submit to callback, by kind.",
+     {"kind", kRadosOpKindNames[1]}},
+    {"rdmagate_rados_op_duration_seconds", "Duration of librados operations, submit to callback, by kind.",
+     {"kind", kRadosOpKindNames[2]}},
+    {"rdmagate_rados_op_duration_seconds", "Duration of librados operations, submit to callback, by kind.",
+     {"kind", kRadosOpKindNames[3]}},
 }};
 
 }  // namespace

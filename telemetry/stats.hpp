@@ -45,8 +45,8 @@ inline constexpr std::array<std::string_view, 8> kAsyncEventNames = {
 inline constexpr std::array<std::string_view, protocol::kObjectOpCount> kStoreOpNames =
     protocol::kObjectOpNames;
 // Index = store::Status value (services/storage/memory/store.hpp); a publish test checks the names match.
-inline constexpr std::array<std::string_view, 5> kStoreStatusNames = {"ok", "not_found", "too_large", "no_space",
-                                                                      "bad_request"};
+inline constexpr std::array<std::string_view, 7> kStoreStatusNames = {
+    "ok", "not_found", "too_large", "no_space", "bad_request", "unavailable", "corrupt"};
 // Index = dataplane::CoreError value (dataplane/core_conn.hpp).
 inline constexpr std::array<std::string_view, 9> kCoreErrorNames = {
     "wire", "credit", "completion", "post_send", "post_recv", "tx_exhausted", "encode", "unexpected", "dead_peer"};
@@ -95,7 +95,22 @@ enum class Stat : std::uint16_t {
   kStoreAllocatedBytes,
   kStoreCapacityBytes,
   kStoreOpsFirst,  // + op * statuses + status
-  kCount = kStoreOpsFirst + kStoreOpNames.size() * kStoreStatusNames.size(),
+  // the hugepage cache in front of RADOS (store.backend: rados) and the RADOS backend
+  kCacheHits = kStoreOpsFirst + kStoreOpNames.size() * kStoreStatusNames.size(),
+  kCacheMisses,
+  kCacheFills,
+  kCacheFillSkips,
+  kCacheEvictions,
+  kCacheInvalidations,
+  kCacheResets,
+  kStoreChecksumFailures,
+  kRadosNotifies,
+  kRadosNotifyTimeouts,
+  kRadosErrors,
+  kRadosOpsInFlight,
+  kRadosReady,
+  kRadosWorkerWakeups,
+  kCount,
 };
 inline constexpr std::size_t kStatCount = static_cast<std::size_t>(Stat::kCount);
 
@@ -155,8 +170,12 @@ struct LatencyHistogram {
   }
 };
 
-// Requests timed by duration histograms, one histogram each.
-inline constexpr std::size_t kHistogramCount = kStoreOpNames.size();
+// librados op kinds timed by rdmagate_rados_op_duration_seconds.
+inline constexpr std::array<std::string_view, 4> kRadosOpKindNames = {"read", "write", "remove", "notify"};
+// Duration histograms, one each: requests by op (the cores), then librados ops by kind (the RADOS worker,
+// copied into the control block at scrape).
+inline constexpr std::size_t kRadosHistogramFirst = kStoreOpNames.size();
+inline constexpr std::size_t kHistogramCount = kStoreOpNames.size() + kRadosOpKindNames.size();
 
 // Aligned so two cores' blocks never share a cache line.
 struct alignas(kCacheLine) CoreStats {

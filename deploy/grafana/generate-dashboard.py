@@ -258,10 +258,60 @@ def build():
                      unit="bytes"), 8, 8)
     L.add(timeseries("Capacity used",
                      "Allocated bytes / capacity: how full the store is, size-class overhead included. Near "
-                     "100% PUT answers no_space: nothing is evicted.",
+                     "100% the memory backend answers PUTs no_space (it evicts nothing); the RADOS backend's "
+                     "cache evicts instead.",
                      [(f"sum by (instance) (rdmagate_store_allocated_bytes{{{INST}}}) / "
                        f"sum by (instance) (rdmagate_store_capacity_bytes{{{INST}}})", "{{instance}}")],
                      unit="percentunit"), 8, 8)
+
+    L.row("RADOS backend (store.backend: rados)")
+    L.add(stat("RADOS ready", "rdmagate_rados_ready: the backend is connected, its cache-invalidation watch is "
+               "registered and its probe write (every second) committed. /readyz fails while it is 0.",
+               f"min by (instance) (rdmagate_rados_ready{{{INST}}})", "{{instance}}",
+               thresholds=[{"color": "red", "value": None}, {"color": "green", "value": 1}],
+               mappings=[{"type": "value", "options": {"0": {"text": "NOT READY"}, "1": {"text": "READY"}}}]),
+          4, 8)
+    L.add(timeseries("Cache hit ratio", "GETs answered from the hugepage cache / all GETs that reached the "
+                     "backend's cache lookup or RADOS.",
+                     [(f"sum by (instance) (rate(rdmagate_store_cache_hits_total{{{INST}}}[{RI}])) / "
+                       f"(sum by (instance) (rate(rdmagate_store_cache_hits_total{{{INST}}}[{RI}])) + "
+                       f"sum by (instance) (rate(rdmagate_store_cache_misses_total{{{INST}}}[{RI}])))",
+                       "{{instance}}")], unit="percentunit"), 10, 8)
+    L.add(timeseries("Cache hits, misses, fills, evictions",
+                     "Per second: hits, misses (sent to RADOS), fills (kept in the cache), fills skipped "
+                     "(the key changed meanwhile), evictions (CLOCK), invalidations received.",
+                     [(f"sum(rate(rdmagate_store_cache_hits_total{{{INST}}}[{RI}]))", "hits"),
+                      (f"sum(rate(rdmagate_store_cache_misses_total{{{INST}}}[{RI}]))", "misses"),
+                      (f"sum(rate(rdmagate_store_cache_fills_total{{{INST}}}[{RI}]))", "fills"),
+                      (f"sum(rate(rdmagate_store_cache_fill_skips_total{{{INST}}}[{RI}]))", "fill skips"),
+                      (f"sum(rate(rdmagate_store_cache_evictions_total{{{INST}}}[{RI}]))", "evictions"),
+                      (f"sum(rate(rdmagate_store_cache_invalidations_total{{{INST}}}[{RI}]))", "invalidations"),
+                      (f"sum(rate(rdmagate_store_cache_resets_total{{{INST}}}[{RI}]))", "cache resets")],
+                     unit="ops"), 10, 8)
+    L.add(timeseries("librados latency p50 / p99", "rdmagate_rados_op_duration_seconds by kind: read (a GET "
+                     "miss takes one or two), write (PUT), remove (DELETE), notify (every PUT and DELETE).",
+                     [(f"histogram_quantile(0.5, sum by (le, kind) "
+                       f"(rate(rdmagate_rados_op_duration_seconds_bucket{{{INST}}}[{RI}])))", "p50 {{kind}}"),
+                      (f"histogram_quantile(0.99, sum by (le, kind) "
+                       f"(rate(rdmagate_rados_op_duration_seconds_bucket{{{INST}}}[{RI}])))", "p99 {{kind}}")],
+                     unit="s"), 12, 8)
+    L.add(timeseries("RADOS errors and timeouts",
+                     "unavailable answers (RADOS did not answer within store.rados.op_timeout_ms), librados "
+                     "errors, notify timeouts (a gateway did not ack: the writer waited out the cache lease), "
+                     "checksum failures (GETs answered corrupt).",
+                     [(f'sum(rate(rdmagate_store_operations_total{{{INST}, status="unavailable"}}[{RI}]))',
+                       "unavailable"),
+                      (f"sum(rate(rdmagate_rados_errors_total{{{INST}}}[{RI}]))", "librados errors"),
+                      (f"sum(rate(rdmagate_rados_notify_timeouts_total{{{INST}}}[{RI}]))", "notify timeouts"),
+                      (f"sum(rate(rdmagate_store_checksum_failures_total{{{INST}}}[{RI}]))", "checksum failures")],
+                     unit="ops"), 12, 8)
+    L.add(timeseries("librados in flight, notifies, worker wakeups",
+                     "librados ops in flight; invalidation notifies sent per second; futex wakes of the "
+                     "parked RADOS worker per second (the only syscall a core makes for RADOS).",
+                     [(f"sum by (instance) (rdmagate_rados_ops_in_flight{{{INST}}})", "{{instance}} in flight"),
+                      (f"sum(rate(rdmagate_rados_notifies_total{{{INST}}}[{RI}]))", "notifies/s"),
+                      (f"sum(rate(rdmagate_rados_worker_wakeups_total{{{INST}}}[{RI}]))", "wakeups/s")]),
+          12, 8)
     return L.panels
 
 

@@ -174,7 +174,31 @@ TEST(GatewaySettings, OneCoreConfigPerDataplaneCore) {
 TEST(GatewaySettings, StoreCoreTableGrowsPast64Cores) {
   const GatewaySettings s = plan({"dataplane.cores=1-80"});
   EXPECT_EQ(s.engine.cores.size(), 80u);
-  EXPECT_EQ(s.store.max_cores, 80u);
+  EXPECT_EQ(s.store.max_cores, 81u);  // one row per core and one for the RADOS worker
+}
+
+TEST(GatewaySettings, RadosBackendMakesTheStoreAnEvictingCacheAndMapsEveryKey) {
+  const GatewaySettings m = plan();
+  EXPECT_FALSE(m.store.evict);
+  EXPECT_FALSE(m.rados.has_value());
+  const GatewaySettings s =
+      plan({"store.backend=rados", "dataplane.cores=2-3", "store.rados.pool=objs", "store.rados.namespace=t1",
+            "store.rados.client=client.gw", "store.rados.keyring=/k", "store.rados.conf_file=/c.conf",
+            "store.rados.op_timeout_ms=1500", "store.rados.notify_timeout_ms=700", "store.rados.cache_lease_ms=3000"});
+  EXPECT_TRUE(s.store.evict);
+  ASSERT_TRUE(s.rados.has_value());
+  EXPECT_EQ(s.rados->pool, "objs");
+  EXPECT_EQ(s.rados->ns, "t1");
+  EXPECT_EQ(s.rados->client, "client.gw");
+  EXPECT_EQ(s.rados->keyring, "/k");
+  EXPECT_EQ(s.rados->conf_file, "/c.conf");
+  EXPECT_EQ(s.rados->op_timeout_ms, 1500u);
+  EXPECT_EQ(s.rados->notify_timeout_ms, 700u);
+  EXPECT_EQ(s.rados->cache_lease_ms, 3000u);
+  EXPECT_EQ(s.rados->cores, 2u);
+  EXPECT_EQ(s.rados->cache_core, 2u);  // the row after the cores'
+  EXPECT_LT(s.rados->cache_core, s.store.max_cores);
+  EXPECT_EQ(s.rados->max_value, s.store.max_value);
 }
 
 TEST(GatewaySettings, QueueDepthSizesReceiveAndTransmitAndTheHandshake) {

@@ -123,6 +123,13 @@ TEST(HealthState, ReadinessListsEveryMissingInput) {
   v = f.health.check_ready(t0 + 3ms);
   EXPECT_FALSE(v.ok);
   EXPECT_EQ(v.reason, "not ready: device port not active");
+  f.health.set_port_active(true);
+  f.health.set_store_not_ready("probe_failed");  // store.backend rados: the cluster takes no writes
+  v = f.health.check_ready(t0 + 4ms);
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.reason, "not ready: store probe_failed");
+  f.health.set_store_not_ready(nullptr);
+  EXPECT_TRUE(f.health.check_ready(t0 + 5ms).ok);
 }
 
 TEST(HttpServer, ServesMetricsHealthzReadyz) {

@@ -377,6 +377,65 @@ TEST(PublishStore, GaugesAndOperations) {
   EXPECT_EQ(series, protocol::kObjectOpCount * store::kStatusCount);
 }
 
+// store.backend: rados: its answers replace the cache's operations, and every counter and histogram of the
+// RADOS worker reaches its own series.
+TEST(PublishRados, CountersGaugesAndLatencyHistograms) {
+  StatsCollector collector("t", kTscHz);
+  auto ctl = std::make_unique<CoreStats>();
+  collector.register_control(*ctl);
+  store::StoreStats cache;
+  cache.evictions = 77;
+  for (auto& row : cache.ops)
+    for (auto& v : row) v = 5;  // the cache's own ops: overwritten below
+  control::publish_store_stats(cache, *ctl);
+  storage::rados::RadosStats s;
+  for (std::uint32_t o = 0; o < protocol::kObjectOpCount; ++o)
+    for (std::uint32_t st = 0; st < store::kStatusCount; ++st) s.ops[o][st] = 100 * (o + 1) + st;
+  s.cache_hits = 11;
+  s.cache_misses = 12;
+  s.cache_fills = 13;
+  s.cache_fill_skipped = 14;
+  s.invalidations_received = 15;
+  s.notifies_sent = 16;
+  s.notify_timeouts = 17;
+  s.cache_resets = 18;
+  s.crc_mismatches = 19;
+  s.rados_errors = 20;
+  s.worker_wakeups = 21;
+  s.rados_ops_inflight = 22;
+  s.health = storage::rados::Health::kReady;
+  s.latency_buckets[1][0] = 3;  // write, le 1.024e-06
+  s.latency_buckets[1][2] = 4;  // write, le 4.096e-06
+  s.latency_sum_ns[1] = 10'000;
+  control::publish_rados_stats(s, *ctl);
+
+  const auto e = scrape(collector);
+  EXPECT_EQ(value(e, "rdmagate_store_operations_total", {{"op", "put"}, {"status", "unavailable"}}), 205);
+  EXPECT_EQ(value(e, "rdmagate_store_operations_total", {{"op", "get"}, {"status", "corrupt"}}), 106);
+  EXPECT_EQ(value(e, "rdmagate_store_cache_evictions_total", {}), 77);
+  EXPECT_EQ(value(e, "rdmagate_store_cache_hits_total", {}), 11);
+  EXPECT_EQ(value(e, "rdmagate_store_cache_misses_total", {}), 12);
+  EXPECT_EQ(value(e, "rdmagate_store_cache_fills_total", {}), 13);
+  EXPECT_EQ(value(e, "rdmagate_store_cache_fill_skips_total", {}), 14);
+  EXPECT_EQ(value(e, "rdmagate_store_cache_invalidations_total", {}), 15);
+  EXPECT_EQ(value(e, "rdmagate_rados_notifies_total", {}), 16);
+  EXPECT_EQ(value(e, "rdmagate_rados_notify_timeouts_total", {}), 17);
+  EXPECT_EQ(value(e, "rdmagate_store_cache_resets_total", {}), 18);
+  EXPECT_EQ(value(e, "rdmagate_store_checksum_failures_total", {}), 19);
+  EXPECT_EQ(value(e, "rdmagate_rados_errors_total", {}), 20);
+  EXPECT_EQ(value(e, "rdmagate_rados_worker_wakeups_total", {}), 21);
+  EXPECT_EQ(value(e, "rdmagate_rados_ops_in_flight", {}), 22);
+  EXPECT_EQ(value(e, "rdmagate_rados_ready", {}), 1);
+  EXPECT_EQ(e.types.at("rdmagate_rados_op_duration_seconds"), "histogram");
+  EXPECT_EQ(value(e, "rdmagate_rados_op_duration_seconds_count", {{"kind", "write"}}), 7);
+  EXPECT_EQ(value(e, "rdmagate_rados_op_duration_seconds_bucket", {{"kind", "write"}, {"le", "1.024e-06"}}), 3);
+  EXPECT_NEAR(value(e, "rdmagate_rados_op_duration_seconds_sum", {{"kind", "write"}}), 1e-5, 1e-12);
+  EXPECT_EQ(value(e, "rdmagate_rados_op_duration_seconds_count", {{"kind", "read"}}), 0);
+  s.health = storage::rados::Health::kProbeFailed;
+  control::publish_rados_stats(s, *ctl);
+  EXPECT_EQ(value(scrape(collector), "rdmagate_rados_ready", {}), 0);
+}
+
 // What ObjectService records on its core (CoreStats::observe_request_ns) comes out as one histogram family
 // with an `op` label, merged over cores, in seconds.
 TEST(RequestDuration, MergedOverCoresWithOpLabel) {
