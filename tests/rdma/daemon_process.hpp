@@ -1,0 +1,178 @@
+#pragma once
+// Helpers of the guest tests that drive the rdmagate daemon as a process: children spawned with their
+// output in a log, waiting, files, and the daemon's telemetry read over a plain socket (the guest has no
+// HTTP client). Header-only, no EAL, no verbs.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace rdmagate::testfix::proc {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+template <typename Pred>
+inline bool wait_for(Pred pred, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (!pred()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc);
+  f << text;
+}
+
+// ---- child processes ----------------------------------------------------------------------------------
+
+struct Child {
+  pid_t pid = -1;
+  ~Child() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  // Exit code, or -1 on timeout or death by signal.
+  int wait_exit(std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      int st = 0;
+      if (waitpid(pid, &st, WNOHANG) == pid) {
+        pid = -1;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return -1;
+  }
+  bool running() {
+    int st = 0;
+    return pid > 0 && waitpid(pid, &st, WNOHANG) == 0;
+  }
+};
+
+// argv[0] is the program; stdout and stderr go to `log` (appended); `extra_env` entries are added.
+inline bool spawn(Child* c, std::vector<std::string> args, const std::string& log,
+           const std::vector<std::string>& extra_env = {}) {
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_store(extra_env);
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  for (auto& s : env_store) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  const int rc = posix_spawn(&c->pid, args[0].c_str(), &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  return rc == 0;
+}
+
+// ---- HTTP (plain socket; the guest has no HTTP client) -----------------------------------------------
+
+struct HttpReply {
+  int status = 0;  // 0: no connection
+  std::string body;
+};
+
+inline HttpReply http_get(int port, const std::string& path) {
+  HttpReply r;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return r;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<std::uint16_t>(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    close(fd);
+    return r;
+  }
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    close(fd);
+    return r;
+  }
+  std::string all;
+  char buf[8192];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    all.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  if (all.rfind("HTTP/1.1 ", 0) != 0 || all.size() < 12) return r;
+  r.status = std::atoi(all.c_str() + 9);
+  const auto body = all.find("\r\n\r\n");
+  if (body != std::string::npos) r.body = all.substr(body + 4);
+  return r;
+}
+
+// Sum of every sample of `name` whose labels include `want` (Prometheus text format); -1 if none matched.
+inline double metric(const std::string& exposition, const std::string& name,
+              const std::map<std::string, std::string>& want = {}) {
+  std::istringstream in(exposition);
+  std::string line;
+  double sum = 0;
+  bool found = false;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const auto brace = line.find('{');
+    const auto space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    const std::string n = line.substr(0, std::min(brace, space));
+    if (n != name) continue;
+    std::map<std::string, std::string> labels;
+    if (brace != std::string::npos && brace < space) {
+      const std::string ls = line.substr(brace + 1, line.find('}') - brace - 1);
+      std::size_t pos = 0;
+      while (pos < ls.size()) {
+        const auto eq = ls.find('=', pos);
+        if (eq == std::string::npos) break;
+        const auto q2 = ls.find('"', eq + 2);
+        labels[ls.substr(pos, eq - pos)] = ls.substr(eq + 2, q2 - eq - 2);
+        pos = q2 + 2;  // past the quote and the comma
+      }
+    }
+    bool match = true;
+    for (const auto& [k, v] : want) match = match && labels.count(k) != 0 && labels[k] == v;
+    if (!match) continue;
+    sum += std::strtod(line.c_str() + space + 1, nullptr);
+    found = true;
+  }
+  return found ? sum : -1;
+}
+
+}  // namespace rdmagate::testfix::proc
