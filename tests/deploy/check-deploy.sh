@@ -1,6 +1,7 @@
 #!/bin/bash
 # Keeps deploy/ honest: manifests parse and agree with each other, with conf/rdmagate.yaml and with
-# docs/metrics.md; the systemd unit has what the daemon's contract needs; the container scripts work.
+# docs/metrics.md; the RADOS component (kubernetes/components/rados, overlays/rados) fits the base; the
+# systemd unit has what the daemon's contract needs; the container scripts work.
 #
 #   check-deploy.sh SOURCE_DIR [RDMAGATE_BINARY BUILD_DIR]
 #
@@ -66,6 +67,11 @@ fi
 awk '/^  rdmagate.yaml: \|/ {on=1; next} on && /^    / {print substr($0, 5); next} on && /^$/ {print; next}
      on {exit}' "$deploy/kubernetes/configmap.yaml" >"$tmp/configmap-rdmagate.yaml"
 expect "ConfigMap embeds a non-empty rdmagate.yaml" test -s "$tmp/configmap-rdmagate.yaml"
+# ... and the rados component's replacement of it (same layout).
+rados=$deploy/kubernetes/components/rados
+awk '/^  rdmagate.yaml: \|/ {on=1; next} on && /^    / {print substr($0, 5); next} on && /^$/ {print; next}
+     on {exit}' "$rados/configmap-rados.yaml" >"$tmp/rados-rdmagate.yaml"
+expect "rados component embeds a non-empty rdmagate.yaml" test -s "$tmp/rados-rdmagate.yaml"
 
 if [ "$have_yaml" = 0 ]; then
   echo "note: no PyYAML: YAML files checked with grep only"
@@ -78,6 +84,13 @@ if [ "$have_yaml" = 0 ]; then
   extra=$(grep -oE '^[a-z_]+:' "$tmp/configmap-rdmagate.yaml" | sort -u | comm -23 - <(echo "$ref_sections"))
   if [ -z "$extra" ]; then ok "ConfigMap's rdmagate.yaml uses only sections of conf/rdmagate.yaml"; else
     bad "ConfigMap's rdmagate.yaml has unknown sections: $extra"; fi
+  expect "rados component: store.backend: rados" grep -qx '  backend: rados' "$tmp/rados-rdmagate.yaml"
+  expect "rados component: a kustomize Component" grep -qx 'kind: Component' "$rados/kustomization.yaml"
+  expect "rados component: /etc/ceph mounted read-only" \
+    bash -c "grep -A1 'mountPath: /etc/ceph\$' '$rados/daemonset-ceph.yaml' | grep -q 'readOnly: true'"
+  expect "rados component: keyring mode 0400" grep -q 'mode: 0400' "$rados/daemonset-ceph.yaml"
+  expect "rados component: no cephx key committed" \
+    bash -c "! grep -qE 'key *= *AQ[A-Za-z0-9+/]{20,}' '$rados'/*"
 fi
 
 if command -v kubectl >/dev/null; then
@@ -86,6 +99,13 @@ if command -v kubectl >/dev/null; then
     ok "kubectl kustomize renders deploy/kubernetes ($(grep -c '^kind:' "$tmp/kustomized.yaml") objects)"
   else
     bad "kubectl kustomize deploy/kubernetes: $(tr '\n' ' ' <"$tmp/kustomize.err")"
+  fi
+  # The base with the rados component (check_deploy.py checks what it renders).
+  if kubectl kustomize "$deploy/overlays/rados" >"$tmp/kustomized-rados.yaml" 2>"$tmp/kustomize.err"; then
+    ok "kubectl kustomize renders deploy/overlays/rados ($(grep -c '^kind:' "$tmp/kustomized-rados.yaml") objects)"
+  else
+    bad "kubectl kustomize deploy/overlays/rados: $(tr '\n' ' ' <"$tmp/kustomize.err")"
+    rm -f "$tmp/kustomized-rados.yaml"
   fi
 fi
 
@@ -98,7 +118,12 @@ for py in python3 /usr/bin/python3; do
   fi
 done
 if [ -n "$k8s_python" ]; then
-  if "$k8s_python" "$here/k8s_schema.py" "$deploy"/kubernetes/*.yaml >"$tmp/schema.out" 2>&1; then
+  # The base, the components' patches (partial objects: their fields are checked all the same) and, when
+  # kubectl rendered it, the rados overlay as the cluster would get it.
+  rendered=()
+  [ -s "$tmp/kustomized-rados.yaml" ] && rendered=("$tmp/kustomized-rados.yaml")
+  if "$k8s_python" "$here/k8s_schema.py" "$deploy"/kubernetes/*.yaml "$deploy"/kubernetes/components/*/*.yaml \
+     "${rendered[@]}" >"$tmp/schema.out" 2>&1; then
     ok "Kubernetes objects have only known fields ($(grep -c '^ok:' "$tmp/schema.out") checked)"
   else
     bad "Kubernetes field check: $(grep -v '^ok:\|^skip:' "$tmp/schema.out" | tr '\n' ' ')"
@@ -230,6 +255,17 @@ if [ -n "$binary" ]; then
     expect "rdmagate --check-config rejects a broken copy (store.capacity_mib above eal.memory_mib)" \
       bash -c "! RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPU_LIMIT=2 RDMAGATE_BIN='$binary' \
                '$c/rdmagate-entrypoint' --check-config '$tmp/broken.yaml' >/dev/null 2>&1"
+    # The rados component's config (the files it names exist only in the pod: --check-config does not look).
+    if RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPU_LIMIT=2 RDMAGATE_BIN=$binary \
+       "$c/rdmagate-entrypoint" --check-config "$tmp/rados-rdmagate.yaml" >"$tmp/check.out" 2>&1; then
+      ok "rdmagate --check-config accepts the rados component's rdmagate.yaml"
+    else
+      bad "rdmagate --check-config on the rados component's rdmagate.yaml: $(tr '\n' ' ' <"$tmp/check.out")"
+    fi
+    sed 's/^\( *cache_lease_ms:\).*/\1 1000/' "$tmp/rados-rdmagate.yaml" >"$tmp/broken.yaml"
+    expect "rdmagate --check-config rejects a broken rados copy (cache_lease_ms below notify_timeout_ms)" \
+      bash -c "! RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPU_LIMIT=2 RDMAGATE_BIN='$binary' \
+               '$c/rdmagate-entrypoint' --check-config '$tmp/broken.yaml' >/dev/null 2>&1"
   else
     echo "note: fewer than 2 CPUs: --check-config of the ConfigMap skipped"
   fi
@@ -278,6 +314,32 @@ if [ "$have_python" = 1 ] && [ "${CHECK_DEPLOY_NO_SELF_TEST:-0}" != 1 ]; then
     's/drain_timeout_ms: 10000/drain_timeout_ms: 40000/' "terminationGracePeriodSeconds" 1
   mutate "ConfigMap binds telemetry to loopback" deploy/kubernetes/configmap.yaml \
     's/bind_address: "0.0.0.0"/bind_address: "127.0.0.1"/' "ConfigMap binds telemetry" 1
+  rc=deploy/kubernetes/components/rados
+  mutate "rados: the component's config keeps backend memory" $rc/configmap-rados.yaml \
+    's/^      backend: rados/      backend: memory/' "rados: the rados config sets store.backend: rados" 1
+  mutate "rados: a store.rados key conf/ lacks" $rc/configmap-rados.yaml \
+    's/^        op_timeout_ms:/        op_timeout:/' \
+    "rados: the rados config uses only sections and keys" 1
+  mutate "rados: the base's config changes, the component's does not" deploy/kubernetes/configmap.yaml \
+    's/max_connections_per_core: 256/max_connections_per_core: 512/' "rados: the rados config equals configmap.yaml's" 1
+  mutate "rados: the patch targets a ConfigMap the base lacks" $rc/configmap-rados.yaml \
+    's/^  name: rdmagate-config$/  name: rdmagate-conf/' "rados: every patch targets an object of the base" 1
+  mutate "rados: store.rados.keyring is not the mounted Secret" $rc/configmap-rados.yaml \
+    's|keyring: "/etc/ceph/keyring"|keyring: "/etc/ceph/ceph.client.rdmagate.keyring"|' \
+    "rados: store.rados.keyring" 1
+  mutate "rados: the keyring is world-readable" $rc/daemonset-ceph.yaml 's/mode: 0400/mode: 0444/' \
+    "rados: the keyring is mounted with mode 0400" 1
+  mutate "rados: ceph.conf without cephx" $rc/ceph-conf.yaml \
+    's/auth_client_required = cephx/auth_client_required = none/' \
+    "rados: ceph.conf has auth_client_required = cephx" 1
+  mutate "rados: a key is committed" $rc/ceph-conf.yaml \
+    's|^    keyring = /etc/ceph/keyring|&\n    key = AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==|' \
+    "rados: no cephx key is committed" 1
+  mutate "rados: the CephClient's caps differ from the documented ones" $rc/rook-cephclient.yaml \
+    's/allow rwx pool=rdmagate/allow rw pool=rdmagate/' "rados: the CephClient's caps" 1
+  mutate "rados: the overlay leaves the component out" deploy/overlays/rados/kustomization.yaml \
+    's|^  - ../../kubernetes/components/rados|  - ../../kubernetes/components/none|' \
+    "rados: overlays/rados/kustomization.yaml uses" 1
 fi
 
 echo "check-deploy: $passed passed, $failed failed"

@@ -5,6 +5,7 @@ Prints one "ok: ..." or "FAIL: ..." line per check and a last line "python: N pa
 when anything failed. Uses PyYAML when importable; without it the YAML files are checked by
 check-deploy.sh's simpler fallback instead and the YAML-dependent checks here are skipped (said so).
 """
+import configparser
 import json
 import os
 import re
@@ -292,7 +293,8 @@ if yaml is not None:
 if yaml is not None:
     k8s = {}
     for rel, ds in docs.items():
-        if rel.startswith("kubernetes/"):
+        # The base only: components/ hold partial objects (patches) checked in their own section below.
+        if rel.startswith("kubernetes/") and rel.count("/") == 1:
             for d in ds:
                 k8s.setdefault(d.get("kind"), []).append((rel, d))
 
@@ -395,6 +397,234 @@ if yaml is not None:
     check(sm.get("kind") == "ServiceMonitor"
           and sm["spec"]["endpoints"][0].get("port") in [p["name"] for p in svc[0]["spec"]["ports"]],
           "the ServiceMonitor scrapes the Service's named port")
+
+# ------------------------------------------------------------------------------- rados component
+# kubernetes/components/rados (kind: Component) switches the base to store.backend: rados; overlays/rados
+# renders base + component. Checked: the component's files, that its patches target objects of the base,
+# the config it puts in place (keys, backend, unchanged outside store, paths of the mounted Ceph files),
+# the ceph.conf template, the optional Rook manifests, no committed key, and, when kubectl or kustomize is
+# installed, the rendered overlay.
+COMP = "kubernetes/components/rados"
+OVERLAY = "overlays/rados"
+if yaml is not None and (DEPLOY / COMP / "kustomization.yaml").is_file():
+    comp_dir = DEPLOY / COMP
+    ckust = (docs.get(f"{COMP}/kustomization.yaml") or [{}])[0]
+    check(ckust.get("apiVersion") == "kustomize.config.k8s.io/v1alpha1" and ckust.get("kind") == "Component",
+          "rados: components/rados/kustomization.yaml is a kustomize Component (v1alpha1)",
+          f"{ckust.get('apiVersion')} {ckust.get('kind')}")
+    c_res = ckust.get("resources", []) or []
+    c_patches = [pt.get("path") if isinstance(pt, dict) else pt
+                 for pt in (ckust.get("patches", []) or []) + (ckust.get("patchesStrategicMerge", []) or [])]
+    listed = c_res + c_patches
+    check(listed and all(isinstance(f, str) and (comp_dir / f).is_file() for f in listed),
+          "rados: the component lists only existing files", str(listed))
+    check("rook-cephclient.yaml" not in c_res and (comp_dir / "rook-cephclient.yaml").is_file(),
+          "rados: rook-cephclient.yaml exists and is not a resource of the component (Rook's namespace and CRDs)")
+    check(all(not (isinstance(pt, dict) and pt.get("target")) for pt in ckust.get("patches", []) or []),
+          "rados: patches name their target in the patch itself (strategic merge)")
+
+    def comp_docs(f):
+        return docs.get(f"{COMP}/{f}", [])
+
+    base_ids = {(d.get("kind"), d.get("metadata", {}).get("name")): d for ds_ in k8s.values() for _, d in ds_}
+    misses = []
+    for f in c_patches:
+        for d in comp_docs(f):
+            key = (d.get("kind"), d.get("metadata", {}).get("name"))
+            b = base_ids.get(key)
+            if b is None:
+                misses.append(f"{f}: {key[0]}/{key[1]} not in the base")
+            elif d.get("apiVersion") != b.get("apiVersion") or \
+                    d.get("metadata", {}).get("namespace", "rdmagate") != b.get("metadata", {}).get("namespace"):
+                misses.append(f"{f}: {key[0]}/{key[1]} differs from the base in apiVersion or namespace")
+    check(c_patches and not misses, "rados: every patch targets an object of the base (kind, name, namespace)",
+          "; ".join(misses))
+    c_objs = [d for f in c_res for d in comp_docs(f)]
+    check(all(d.get("metadata", {}).get("namespace") == "rdmagate" for d in c_objs),
+          "rados: the component's resources are in namespace rdmagate")
+    clash = sorted(set((d.get("kind"), d.get("metadata", {}).get("name")) for d in c_objs) & set(base_ids))
+    check(not clash, "rados: the component's resources add objects, none of the base's", str(clash))
+
+    # Never a key in the repository: no Secret with data, no "key = AQ..." anywhere in the component.
+    secrets = [f for f in os.listdir(comp_dir) for d in comp_docs(f)
+               if d.get("kind") == "Secret" and (d.get("data") or d.get("stringData"))]
+    keys = [f.name for f in sorted(comp_dir.iterdir())
+            if re.search(r"\bkey\s*=\s*AQ[A-Za-z0-9+/]{20,}={0,2}", f.read_text())]
+    check(not secrets and not keys, "rados: no cephx key is committed (no Secret with data, no \"key = AQ...\")",
+          f"secrets: {secrets}, keys in: {keys}")
+
+    # The daemon config the component puts in place.
+    cm_patch = next((d for f in c_patches for d in comp_docs(f)
+                     if d.get("kind") == "ConfigMap" and d["metadata"].get("name") == "rdmagate-config"), None)
+    rcfg = {}
+    if check(cm_patch is not None and "rdmagate.yaml" in (cm_patch.get("data") or {}),
+             "rados: a patch replaces data.rdmagate.yaml of the ConfigMap rdmagate-config"):
+        rcfg = yaml.safe_load(cm_patch["data"]["rdmagate.yaml"]) or {}
+    ref_full = yaml.safe_load((SRC / "conf" / "rdmagate.yaml").read_text()) or {}
+    unknown = sorted(set(rcfg) - set(ref))
+    unknown += sorted(f"{s}.{k}" for s, body in rcfg.items() if s in ref for k in (body or {}) if k not in ref[s])
+    ref_rados = set(((ref_full.get("store") or {}).get("rados") or {}).keys())
+    rstore = rcfg.get("store") or {}
+    rados = rstore.get("rados") if isinstance(rstore.get("rados"), dict) else {}
+    unknown += sorted(f"store.rados.{k}" for k in rados if k not in ref_rados)
+    check(not unknown, "rados: the rados config uses only sections and keys of conf/rdmagate.yaml (store.rados too)",
+          f"unknown: {unknown}")
+    check(rstore.get("backend") == "rados" and bool(rados),
+          "rados: the rados config sets store.backend: rados and a store.rados section",
+          f"backend {rstore.get('backend')}")
+    drift = sorted(s for s in set(rcfg) | set(embedded) if s != "store" and rcfg.get(s) != embedded.get(s))
+    drift += sorted(f"store.{k}" for k in set(rstore) | set(embedded.get("store") or {})
+                    if k not in ("backend", "rados") and rstore.get(k) != (embedded.get("store") or {}).get(k))
+    check(not drift, "rados: the rados config equals configmap.yaml's outside store.backend and store.rados",
+          f"differs in: {drift} (edit configmap.yaml and components/rados/configmap-rados.yaml together)")
+    op_ms = rados.get("op_timeout_ms", 5000)
+    notify_ms = rados.get("notify_timeout_ms", 2000)
+    lease_ms = rados.get("cache_lease_ms", 5000)
+    check(isinstance(lease_ms, int) and isinstance(notify_ms, int) and lease_ms > notify_ms,
+          f"rados: store.rados.cache_lease_ms {lease_ms} > notify_timeout_ms {notify_ms}")
+    client = str(rados.get("client", "client.rdmagate"))
+    pool = str(rados.get("pool", "rdmagate"))
+
+    # ceph.conf template.
+    cc = next((d for d in c_objs if d.get("kind") == "ConfigMap"
+               and d["metadata"].get("name") == "rdmagate-ceph-conf"), None)
+    ceph = configparser.ConfigParser(interpolation=None, strict=True, comment_prefixes=("#", ";"),
+                                     empty_lines_in_values=False)
+    ceph_ok = check(cc is not None and "ceph.conf" in (cc.get("data") or {}),
+                    "rados: the component has a ConfigMap rdmagate-ceph-conf with data.ceph.conf")
+    if ceph_ok:
+        try:
+            ceph.read_string(cc["data"]["ceph.conf"])
+        except configparser.Error as e:
+            ceph_ok = check(False, "rados: ceph.conf parses (INI)", str(e).replace("\n", " "))
+
+    def ceph_get(key):
+        """A client's view of key: its [client.X] section, then [client], then [global] (any of _ - space)."""
+        for sect in (client, "client", "global"):
+            if ceph.has_section(sect):
+                for k, v in ceph.items(sect):
+                    if re.sub(r"[ -]", "_", k) == key:
+                        return v
+        return None
+    if ceph_ok:
+        check(bool(ceph_get("mon_host")), f"rados: ceph.conf has a mon_host ({ceph_get('mon_host')})")
+        check(ceph_get("auth_client_required") == "cephx", "rados: ceph.conf has auth_client_required = cephx")
+        check(ceph_get("keyring") == rados.get("keyring"),
+              f"rados: ceph.conf's keyring for {client} is store.rados.keyring ({rados.get('keyring')})",
+              f"ceph.conf says {ceph_get('keyring')}")
+
+    def ceph_mount_checks(c, vols, cfg, where):
+        """store.rados.conf_file and keyring are the ConfigMap's and the Secret's files, mounted read-only."""
+        r = (cfg.get("store") or {}).get("rados") or {}
+        files = {}  # path in the container -> (kind, name, key, mode)
+        for m in (c or {}).get("volumeMounts", []):
+            v = vols.get(m.get("name"), {})
+            if not m.get("readOnly") or m.get("subPath"):
+                continue
+            srcs = [s for s in v.get("projected", {}).get("sources", [])]
+            default_mode = v.get("projected", {}).get("defaultMode", 0o644)
+            for kind in ("configMap", "secret"):
+                if kind in v:
+                    srcs.append({kind: v[kind]})
+                    default_mode = v[kind].get("defaultMode", 0o644)
+            for s in srcs:
+                for kind in ("configMap", "secret"):
+                    if kind not in s:
+                        continue
+                    name = s[kind].get("name") or s[kind].get("secretName")
+                    for it in s[kind].get("items", []):
+                        files[f"{m['mountPath'].rstrip('/')}/{it['path']}"] = (kind, name, it["key"],
+                                                                             it.get("mode", default_mode))
+        conf = files.get(r.get("conf_file"))
+        check(conf is not None and conf[:3] == ("configMap", "rdmagate-ceph-conf", "ceph.conf"),
+              f"rados{where}: store.rados.conf_file {r.get('conf_file')} is rdmagate-ceph-conf's ceph.conf, "
+              "mounted read-only", str(conf))
+        key = files.get(r.get("keyring"))
+        check(key is not None and key[:3] == ("secret", "rdmagate-ceph-keyring", "keyring"),
+              f"rados{where}: store.rados.keyring {r.get('keyring')} is the Secret rdmagate-ceph-keyring's "
+              "keyring, mounted read-only", str(key))
+        check(key is not None and key[3] == 0o400, f"rados{where}: the keyring is mounted with mode 0400",
+              oct(key[3]) if key else "not mounted")
+
+    ds_patch = next((d for f in c_patches for d in comp_docs(f) if d.get("kind") == "DaemonSet"), None)
+    if check(ds_patch is not None and ds != [], "rados: a patch mounts the Ceph files into the DaemonSet"):
+        pspec = ds_patch["spec"]["template"]["spec"]
+        bspec = ds[0]["spec"]["template"]["spec"]
+        bcont = {c["name"]: c for c in bspec["containers"]}
+        pc = next((c for c in pspec.get("containers", []) if c.get("name") == "rdmagate"), None)
+        check(pc is not None and all(c.get("name") in bcont for c in pspec.get("containers", [])),
+              "rados: the DaemonSet patch changes the base's container rdmagate (no new container)")
+        pvols = {v["name"]: v for v in pspec.get("volumes", [])}
+        bvols = {v["name"] for v in bspec.get("volumes", [])}
+        bmounts = {m["mountPath"] for m in bcont.get("rdmagate", {}).get("volumeMounts", [])}
+        new_mounts = {m["mountPath"] for m in (pc or {}).get("volumeMounts", [])}
+        check(not (set(pvols) & bvols) and not (new_mounts & bmounts),
+              "rados: the patch's volumes and mount paths are new (a merge would alter the base's)",
+              f"volumes {sorted(set(pvols) & bvols)}, mounts {sorted(new_mounts & bmounts)}")
+        check(all(m.get("name") in pvols for m in (pc or {}).get("volumeMounts", [])),
+              "rados: every mount of the patch has its volume in the patch")
+        render_tool = shutil.which("kubectl") or shutil.which("kustomize")
+        if not render_tool:
+            # Nothing renders here: check the patch's own mounts and volumes instead of the merged result.
+            ceph_mount_checks(pc, pvols, rcfg, "")
+        grace = bspec.get("terminationGracePeriodSeconds", 30)
+        drain_ms = (rcfg.get("protocol") or {}).get("drain_timeout_ms", default_drain_ms)
+        need = 2 * drain_ms / 1000 + (op_ms + notify_ms + lease_ms + 100) / 1000 + 5
+        check(grace >= need, f"rados: terminationGracePeriodSeconds {grace} > the drain (2 x {drain_ms} ms) + "
+              f"the RADOS worker's last op (op {op_ms} + notify {notify_ms} + lease {lease_ms} + 100 ms) + 5 s")
+
+    # Rook: the pool and the client with the caps the gateway needs.
+    rook = {d.get("kind"): d for d in comp_docs("rook-cephclient.yaml")}
+    cl = rook.get("CephClient", {})
+    caps = (cl.get("spec") or {}).get("caps") or {}
+    check(cl.get("apiVersion") == "ceph.rook.io/v1" and f"client.{cl.get('metadata', {}).get('name')}" == client,
+          f"rados: rook-cephclient.yaml has a CephClient (ceph.rook.io/v1) for {client}",
+          f"{cl.get('apiVersion')} client.{cl.get('metadata', {}).get('name')}")
+    check(caps.get("mon") == "allow r" and re.fullmatch(rf"allow rwx pool={re.escape(pool)}", caps.get("osd", "")),
+          f"rados: the CephClient's caps are mon 'allow r' osd 'allow rwx pool={pool}'", str(caps))
+    bp = rook.get("CephBlockPool")
+    check(bp is None or ((bp.get("spec") or {}).get("name") or bp["metadata"]["name"]) == pool
+          and (bp.get("spec") or {}).get("application") not in (None, "rbd"),
+          f"rados: rook-cephclient.yaml's CephBlockPool is the pool {pool}, with an application other than rbd")
+
+    # The overlay example, and the rendered result.
+    okust = (docs.get(f"{OVERLAY}/kustomization.yaml") or [{}])[0]
+    odir = DEPLOY / OVERLAY
+    o_res = [(odir / r).resolve() for r in okust.get("resources", []) or []]
+    o_comp = [(odir / r).resolve() for r in okust.get("components", []) or []]
+    check((DEPLOY / "kubernetes").resolve() in o_res and comp_dir.resolve() in o_comp,
+          f"rados: {OVERLAY}/kustomization.yaml uses the base deploy/kubernetes and the component",
+          f"resources {okust.get('resources')}, components {okust.get('components')}")
+    check(not any(odir.resolve().is_relative_to(r) for r in o_res),
+          f"rados: {OVERLAY} is outside the base's folder (kustomize refuses a base containing its overlay)")
+    render_tool = shutil.which("kubectl") or shutil.which("kustomize")
+    if render_tool:
+        cmd = [render_tool, "kustomize" if render_tool.endswith("kubectl") else "build", str(odir)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if check(r.returncode == 0, f"rados: {os.path.basename(render_tool)} renders {OVERLAY}",
+                 r.stderr.strip().replace("\n", " ")):
+            out = [d for d in yaml.safe_load_all(r.stdout) if d]
+            ids = {(d["kind"], d["metadata"]["name"]) for d in out}
+            kust_ids = {(d.get("kind"), d.get("metadata", {}).get("name"))
+                        for f in res for d in docs.get(f"kubernetes/{f}", [])}
+            check(ids == kust_ids | {(d.get("kind"), d["metadata"]["name"]) for d in c_objs},
+                  f"rados: the overlay renders the base's objects and the component's ({len(out)})", str(sorted(ids)))
+            check(all(d["metadata"].get("namespace") == "rdmagate" for d in out if d["kind"] != "Namespace"),
+                  "rados: every rendered object is in namespace rdmagate")
+            rcm = next((d for d in out if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "rdmagate-config"), {})
+            rendered_cfg = yaml.safe_load((rcm.get("data") or {}).get("rdmagate.yaml", "")) or {}
+            check(rendered_cfg == rcfg, "rados: the rendered rdmagate-config holds the component's rados config")
+            rds = next((d for d in out if d["kind"] == "DaemonSet"), None)
+            if rds:
+                rspec = rds["spec"]["template"]["spec"]
+                rc = next((c for c in rspec["containers"] if c["name"] == "rdmagate"), {})
+                ceph_mount_checks(rc, {v["name"]: v for v in rspec.get("volumes", [])}, rendered_cfg, "")
+                base_mounts = {m["mountPath"] for c in ds[0]["spec"]["template"]["spec"]["containers"]
+                               if c["name"] == "rdmagate" for m in c.get("volumeMounts", [])} if ds else set()
+                check(base_mounts <= {m["mountPath"] for m in rc.get("volumeMounts", [])},
+                      "rados: the rendered DaemonSet keeps every mount of the base")
+    else:
+        print("note: neither kubectl nor kustomize: overlays/rados not rendered (its patches checked one by one)")
 
 print(f"python: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
