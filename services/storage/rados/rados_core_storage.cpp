@@ -98,11 +98,12 @@ void RadosCoreStorage::release(Lease* lease) noexcept {
 }
 
 void Worker::wake() noexcept {
-  // Dekker with park(): our push, then this fence, then the load; the worker's store of parked_, its fence,
-  // then its look at the rings. One of us sees the other.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (!parked_.load(std::memory_order_relaxed)) return;
-  wake_word_.fetch_add(1, std::memory_order_relaxed);
+  // An eventcount with park(): the increment publishes our push (the worker's acquire of the word then sees
+  // it) and changes the value the worker's futex_wait compares, so a wait that starts after it returns at
+  // once. Both words are seq_cst: if we read parked_ false, the worker's second look at the word comes after
+  // our increment and it does not sleep; so the syscall is made only for a worker that may be asleep.
+  wake_word_.fetch_add(1, std::memory_order_seq_cst);
+  if (!parked_.load(std::memory_order_seq_cst)) return;
   futex_wake(&wake_word_);
   wakeups_.fetch_add(1, std::memory_order_relaxed);
 }

@@ -150,6 +150,10 @@ bool Worker::connect() {
   // The watch is confirmed (rados_watch_check) at the objecter's tick: several ticks per cache lease.
   std::snprintf(secs, sizeof secs, "%.3f", std::min(1.0, s_.cache_lease_ms / 4000.0));
   if ((r = rados_conf_set(c, "objecter_tick_interval", secs)) < 0) return fail("objecter_tick_interval", r);
+  // An op unanswered this long makes the objecter ask the mons for a newer OSD map: a restarted OSD on the
+  // same address is found within half the op timeout rather than the default 10 s.
+  std::snprintf(secs, sizeof secs, "%.3f", std::max(0.5, s_.op_timeout_ms / 2000.0));
+  if ((r = rados_conf_set(c, "objecter_timeout", secs)) < 0) return fail("objecter_timeout", r);
   if ((r = rados_connect(c)) < 0) return fail("rados_connect", r);
   rados_ioctx_t io = nullptr;
   if ((r = rados_ioctx_create(c, s_.pool.c_str(), &io)) < 0) return fail("opening store.rados.pool", r);

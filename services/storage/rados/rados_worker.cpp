@@ -114,13 +114,14 @@ void Worker::run() {
 
 void Worker::park(std::uint64_t timeout_ns) {
   if (timeout_ns == 0) return;
-  const std::uint32_t word = wake_word_.load(std::memory_order_relaxed);
-  parked_.store(true, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Worker::wake has the other half of this protocol.
+  const std::uint32_t word = wake_word_.load(std::memory_order_seq_cst);
   bool work = !done_.empty() || !notifies_.empty() || stop_.load(std::memory_order_relaxed) ||
               watch_error_.load(std::memory_order_relaxed) != 0;
   for (std::uint32_t c = 0; c < s_.cores && !work; ++c) work = !cores_[c].sq_.empty();
-  if (!work) futex_wait(&wake_word_, word, timeout_ns);
+  if (work) return;
+  parked_.store(true, std::memory_order_seq_cst);
+  if (wake_word_.load(std::memory_order_seq_cst) == word) futex_wait(&wake_word_, word, timeout_ns);
   parked_.store(false, std::memory_order_relaxed);
 }
 
