@@ -252,6 +252,7 @@ class Worker {
   void start(const Submission& s);
   void start_probe(PendingOp& op);
   void start_read(PendingOp& op);
+  void start_read_op(PendingOp& op, Phase phase, std::byte* into, std::size_t len);
   void start_write(PendingOp& op);
   void start_remove(PendingOp& op);
   void start_notify(PendingOp& op);

@@ -299,36 +299,21 @@ void Worker::start(const Submission& s) {
   }
 }
 
-void Worker::start_probe(PendingOp& op) {
-  op.phase = Phase::kProbe;
-  if (!new_completion(op)) return finish(op, Status::kUnavailable);
-  op.read_op = rados_create_read_op();
-  op.xattrs = nullptr;
-  rados_read_op_stat(op.read_op, &op.size, &op.mtime, &op.stat_rval);
-  rados_read_op_getxattrs(op.read_op, &op.xattrs, &op.xattr_rval);
-  rados_read_op_read(op.read_op, 0, kInlineRead, reinterpret_cast<char*>(op.scratch), &op.bytes_read,
-                     &op.read_rval);
-  const std::string oid = object_name(op.sub.key_view());
-  if (rados_aio_read_op_operate(op.read_op, io_, op.comp, oid.c_str(), 0) != 0) {
-    release_rados(op);
-    finish(op, Status::kUnavailable);
-  }
-}
+void Worker::start_probe(PendingOp& op) { start_read_op(op, Phase::kProbe, op.scratch, kInlineRead); }
 
-void Worker::start_read(PendingOp& op) {
-  op.phase = Phase::kRead;
-  if (!new_completion(op)) return finish(op, Status::kUnavailable);
+void Worker::start_read(PendingOp& op) { start_read_op(op, Phase::kRead, op.fill.data, op.fill.size); }
+
+// One read op: stat, every xattr (the checksum) and the first `len` bytes into `into`, atomically.
+void Worker::start_read_op(PendingOp& op, Phase phase, std::byte* into, std::size_t len) {
+  op.phase = phase;
+  if (!new_completion(op)) return read_done(op, -ENOMEM);
   op.read_op = rados_create_read_op();
   op.xattrs = nullptr;
   rados_read_op_stat(op.read_op, &op.size, &op.mtime, &op.stat_rval);
   rados_read_op_getxattrs(op.read_op, &op.xattrs, &op.xattr_rval);
-  rados_read_op_read(op.read_op, 0, op.fill.size, reinterpret_cast<char*>(op.fill.data), &op.bytes_read,
-                     &op.read_rval);
+  rados_read_op_read(op.read_op, 0, len, reinterpret_cast<char*>(into), &op.bytes_read, &op.read_rval);
   const std::string oid = object_name(op.sub.key_view());
-  if (rados_aio_read_op_operate(op.read_op, io_, op.comp, oid.c_str(), 0) != 0) {
-    release_rados(op);
-    finish(op, Status::kUnavailable);
-  }
+  if (rados_aio_read_op_operate(op.read_op, io_, op.comp, oid.c_str(), 0) != 0) read_done(op, -EIO);
 }
 
 void Worker::start_write(PendingOp& op) {
@@ -336,7 +321,7 @@ void Worker::start_write(PendingOp& op) {
   const store::Reservation& v = op.sub.value;
   op.crc = crc32c(v.data, v.size);
   std::snprintf(op.crc_text, sizeof op.crc_text, "%08x", op.crc);
-  if (!new_completion(op)) return finish(op, Status::kUnavailable);
+  if (!new_completion(op)) return write_done(op, -ENOMEM);
   op.write_op = rados_create_write_op();
   // librados copies the bytes into its own buffer here (the C API's write_full appends to a bufferlist);
   // docs/store.md says why we do not hand it the cache block itself.
@@ -344,22 +329,16 @@ void Worker::start_write(PendingOp& op) {
   rados_write_op_write_full(op.write_op, v.size == 0 ? kEmpty : reinterpret_cast<const char*>(v.data), v.size);
   rados_write_op_setxattr(op.write_op, kCrcXattr, op.crc_text, 8);
   const std::string oid = object_name(op.sub.key_view());
-  if (rados_aio_write_op_operate(op.write_op, io_, op.comp, oid.c_str(), nullptr, 0) != 0) {
-    release_rados(op);
-    finish(op, Status::kUnavailable);
-  }
+  if (rados_aio_write_op_operate(op.write_op, io_, op.comp, oid.c_str(), nullptr, 0) != 0) write_done(op, -EIO);
 }
 
 void Worker::start_remove(PendingOp& op) {
   op.phase = Phase::kRemove;
-  if (!new_completion(op)) return finish(op, Status::kUnavailable);
+  if (!new_completion(op)) return write_done(op, -ENOMEM);
   op.write_op = rados_create_write_op();
   rados_write_op_remove(op.write_op);
   const std::string oid = object_name(op.sub.key_view());
-  if (rados_aio_write_op_operate(op.write_op, io_, op.comp, oid.c_str(), nullptr, 0) != 0) {
-    release_rados(op);
-    finish(op, Status::kUnavailable);
-  }
+  if (rados_aio_write_op_operate(op.write_op, io_, op.comp, oid.c_str(), nullptr, 0) != 0) write_done(op, -EIO);
 }
 
 void Worker::start_notify(PendingOp& op) {
@@ -520,11 +499,12 @@ void Worker::probe_done(PendingOp& op, int ret) {
   start_read(op);
 }
 
+// Also the failure of a read op that could not be submitted (either phase; only kRead holds a fill).
 void Worker::read_done(PendingOp& op, int ret) {
   const bool has_crc = ret >= 0 && parse_crc(op);
   release_rados(op);
-  if (ret == -ENOENT || ret < 0) {
-    cache_.abort(&op.fill);
+  if (ret < 0) {
+    cache_.abort(&op.fill);  // a no-op in the probe phase, which holds none
     return finish(op, ret == -ENOENT ? Status::kNotFound : Status::kUnavailable);
   }
   if (!has_crc) {
