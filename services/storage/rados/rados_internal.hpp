@@ -93,12 +93,15 @@ struct Submission {
 static_assert(sizeof(Submission) % 4 == 0);
 
 // A watch notify, librados callback thread -> worker.
+// A gateway's invalidation names the keys of the writes it batched: each a u8 length and the key bytes.
+inline constexpr std::size_t kNotifyPayload = 4096;
+
 struct NotifyEvent {
   std::uint64_t notify_id = 0;
   std::uint64_t cookie = 0;
-  std::uint32_t key_len = 0;  // 1..kMaxKeyLength; 0: not a key, forget the whole cache
-  std::uint32_t self = 0;     // our own notify: the op that sent it updates the cache itself
-  char key[protocol::kMaxKeyLength + 2] = {};
+  std::uint32_t len = 0;   // payload bytes; 0: not a gateway's invalidation, forget the whole cache
+  std::uint32_t self = 0;  // our own notify: the ops that sent it update the cache themselves
+  char payload[kNotifyPayload] = {};
 };
 static_assert(sizeof(NotifyEvent) % 4 == 0);
 
@@ -167,16 +170,26 @@ enum class Phase : std::uint8_t {
   kRead,    // GET: the whole value into a cache reservation
   kWrite,   // PUT: write_full + the checksum xattr
   kRemove,  // DELETE
-  kNotify,  // PUT/DELETE committed: telling the other gateways' caches
+  kNotify,  // PUT/DELETE committed: its key waits for, or rides in, a notify to the other gateways' caches
   kFence,   // a gateway did not ack the notify: waiting until its cache lease has surely run out
 };
 
-struct PendingOp;
-
-// What a librados completion callback gets: where to report and which op generation it belongs to.
+// What a librados completion callback gets: which op slot (or batch, or the worker's own op) ended.
 struct CallbackArg {
   Worker* worker = nullptr;
   std::uint32_t slot = 0;
+};
+
+// One notify of ours in flight, for the writes whose keys it names.
+struct NotifyBatch {
+  rados_completion_t comp = nullptr;
+  CallbackArg arg{};
+  char* reply = nullptr;
+  std::size_t reply_len = 0;
+  std::uint64_t started_ns = 0;
+  std::vector<std::uint32_t> slots;
+  std::size_t len = 0;
+  char payload[kNotifyPayload] = {};
 };
 
 struct PendingOp {
@@ -200,8 +213,6 @@ struct PendingOp {
   std::uint32_t crc = 0;
   bool has_crc = false;
   char crc_text[12] = {};
-  char* notify_reply = nullptr;
-  std::size_t notify_reply_len = 0;
   store::Reservation fill{};  // GET: the cache block the value is read into
   std::byte* scratch = nullptr;  // kInlineRead bytes of the worker's scratch arena
   CallbackArg arg{};
@@ -212,12 +223,13 @@ class Worker {
   static constexpr std::uint32_t kInlineRead = 4096;  // a GET's first op reads this much with the stat
   static constexpr std::uint32_t kMaxReadAttempts = 3;
   static constexpr std::size_t kGenSlots = 4096;       // invalidation generations by key hash
-  static constexpr std::uint32_t kNotifyRing = 4096;
+  static constexpr std::uint32_t kNotifyRing = 256;  // notifies received, not yet handled (x 4 KiB)
+  static constexpr std::uint32_t kBatches = 64;      // notifies of ours in flight at once
   static constexpr std::uint32_t kBurst = 32;
   static constexpr const char* kCrcXattr = "rdmagate.crc32c";
   static constexpr const char* kWatchObject = "rdmagate.cache";
   // Done-ring ids of the worker's own librados ops, after the op slots.
-  std::uint32_t kWatchSlot = 0, kUnwatchSlot = 0, kProbeSlot = 0;
+  std::uint32_t kWatchSlot = 0, kUnwatchSlot = 0, kProbeSlot = 0, kBatchSlotFirst = 0;
 
   Worker(const RadosSettings& s, store::Store& cache) : s_(s), cache_(cache) {}
   ~Worker();
@@ -255,7 +267,9 @@ class Worker {
   void start_read_op(PendingOp& op, Phase phase, std::byte* into, std::size_t len);
   void start_write(PendingOp& op);
   void start_remove(PendingOp& op);
-  void start_notify(PendingOp& op);
+  bool flush_notifies();
+  void batch_done(NotifyBatch& b, int ret);
+  bool invalidate_all_of(const NotifyEvent& e);
   void on_done(std::uint32_t slot);
   void probe_done(PendingOp& op, int ret);
   void read_done(PendingOp& op, int ret);
@@ -285,6 +299,10 @@ class Worker {
   std::unique_ptr<std::byte[]> scratch_;
   ValueRing<std::uint32_t> done_;  // slots whose librados op ended, MP/SC
   ValueRing<NotifyEvent> notifies_;  // MP/SC
+  NotifyEvent notify_burst_;          // the one being handled (too large for the stack of a burst)
+  std::vector<NotifyBatch> batches_;
+  std::vector<std::uint32_t> free_batches_;
+  std::vector<std::uint32_t> to_notify_;  // committed PUT/DELETEs waiting for the next batch
   std::atomic<bool> notify_overflow_{false};
   std::atomic<int> watch_error_{0};
 

@@ -66,13 +66,14 @@ bool Worker::init(std::string* error) {
     return false;
   }
   const std::uint64_t slots = std::uint64_t{s_.cores} * s_.max_requests;
-  if (slots > dataplane::kMaxRingCapacity - 8) {
+  if (slots > dataplane::kMaxRingCapacity - 8 - kBatches) {
     *error = "rados: cores x max_requests too large";
     return false;
   }
   kWatchSlot = static_cast<std::uint32_t>(slots);
   kUnwatchSlot = kWatchSlot + 1;
   kProbeSlot = kWatchSlot + 2;
+  kBatchSlotFirst = kWatchSlot + 3;
   watch_arg_ = {this, kWatchSlot};
   unwatch_arg_ = {this, kUnwatchSlot};
   probe_arg_ = {this, kProbeSlot};
@@ -90,7 +91,15 @@ bool Worker::init(std::string* error) {
     ops_[i].scratch = scratch_.get() + i * kInlineRead;
     free_.push_back(static_cast<std::uint32_t>(i));
   }
-  if (!done_.init(static_cast<std::uint32_t>(slots + 3), RING_F_SC_DEQ, error)) return false;
+  batches_.resize(kBatches);
+  free_batches_.reserve(kBatches);
+  for (std::uint32_t b = kBatches; b-- > 0;) {
+    batches_[b].arg = {this, kBatchSlotFirst + b};
+    batches_[b].slots.reserve(slots);
+    free_batches_.push_back(b);
+  }
+  to_notify_.reserve(slots);
+  if (!done_.init(static_cast<std::uint32_t>(slots + 3 + kBatches), RING_F_SC_DEQ, error)) return false;
   if (!notifies_.init(kNotifyRing, RING_F_SC_DEQ, error)) return false;
 
   cores_.reset(new (std::nothrow) RadosCoreStorage[s_.cores]);

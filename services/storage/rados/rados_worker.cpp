@@ -46,13 +46,13 @@ void Worker::on_notify(void* arg, uint64_t notify_id, uint64_t handle, uint64_t 
   e.notify_id = notify_id;
   e.cookie = handle;
   e.self = notifier_id == w->instance_id_ ? 1 : 0;
-  if (data_len == 0 || data_len > protocol::kMaxKeyLength || data == nullptr) {
-    // Not a key from a gateway: we cannot tell what changed, so forget everything. The notifier still
-    // gets our ack, after the reset (key_len 0 asks for it).
-    e.key_len = 0;
+  if (data_len == 0 || data_len > kNotifyPayload || data == nullptr) {
+    // Not a gateway's invalidation: we cannot tell what changed, so forget everything. The notifier still
+    // gets our ack, after the reset (len 0 asks for it).
+    e.len = 0;
   } else {
-    e.key_len = static_cast<std::uint32_t>(data_len);
-    std::memcpy(e.key, data, data_len);
+    e.len = static_cast<std::uint32_t>(data_len);
+    std::memcpy(e.payload, data, data_len);
   }
   // A full ring: we cannot ack this notify, so its writer times out and waits out our lease; we reset the
   // cache as soon as the worker sees the flag.
@@ -94,13 +94,15 @@ void Worker::run() {
     bool did = drain_submissions();
     did |= drain_done();
     did |= drain_notifies();
+    did |= flush_notifies();
     now = steady_ns();
     if (now >= next_tick_ns_) {
       tick(now);
       next_tick_ns_ = now + kTickNs;
     }
     if (stopping) {
-      const bool idle = free_.size() == ops_.size() && probe_comp_ == nullptr && watch_comp_ == nullptr;
+      const bool idle = free_.size() == ops_.size() && free_batches_.size() == batches_.size() &&
+                        probe_comp_ == nullptr && watch_comp_ == nullptr;
       if (idle || now >= stop_deadline) break;
     }
     if (did) {
@@ -149,18 +151,15 @@ bool Worker::drain_notifies() {
     reset_cache();
     did = true;
   }
-  NotifyEvent burst[8];
-  const std::uint32_t n = notifies_.pop_burst(burst, 8);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    const NotifyEvent& e = burst[i];
+  std::uint32_t n = 0;
+  for (; n < 8; ++n) {
+    NotifyEvent& e = notify_burst_;
+    if (notifies_.pop_burst(&e, 1) == 0) break;
     bump(inval_rx_);
-    // Our own notify: the op that sent it invalidates after every ack is in (finish_mutation), and a fill
-    // racing it is kept out of the cache by mutating_.
-    if (e.key_len == 0) {
-      reset_cache();
-    } else if (e.self == 0) {
-      invalidate({e.key, e.key_len});
-    }
+    // Our own notify: the ops that sent it invalidate after every ack is in (finish_mutation), and a fill
+    // racing them is kept out of the cache by mutating_. Another's: its keys, each a u8 length (1..250)
+    // and the bytes; anything else makes us forget the whole cache.
+    if (e.self == 0 && !invalidate_all_of(e)) reset_cache();
     // Acked only once our cache no longer holds the key: the notifier answers its client after every ack.
     rados_notify_ack(io_, kWatchObject, e.notify_id, e.cookie, nullptr, 0);
   }
@@ -341,17 +340,52 @@ void Worker::start_remove(PendingOp& op) {
   if (rados_aio_write_op_operate(op.write_op, io_, op.comp, oid.c_str(), nullptr, 0) != 0) write_done(op, -EIO);
 }
 
-void Worker::start_notify(PendingOp& op) {
-  op.phase = Phase::kNotify;
-  bump(notifies_sent_);
-  op.notify_reply = nullptr;
-  op.notify_reply_len = 0;
-  if (!new_completion(op)) return notify_done(op, -ENOMEM);
-  if (rados_aio_notify(io_, kWatchObject, op.comp, op.sub.key, op.sub.key_len, s_.notify_timeout_ms,
-                       &op.notify_reply, &op.notify_reply_len) != 0) {
-    release_rados(op);
-    notify_done(op, -EIO);
+// The invalidations of every write that committed in one turn go out as one notify: a notify costs the OSD
+// an op plus one ack op per gateway, so one per write would cost three times what the write does.
+bool Worker::flush_notifies() {
+  bool did = false;
+  while (!to_notify_.empty() && !free_batches_.empty()) {
+    NotifyBatch& b = batches_[free_batches_.back()];
+    free_batches_.pop_back();
+    b.slots.clear();
+    b.len = 0;
+    std::size_t taken = 0;
+    for (; taken < to_notify_.size(); ++taken) {
+      const Submission& s = ops_[to_notify_[taken]].sub;
+      if (b.len + 1 + s.key_len > kNotifyPayload) break;
+      b.payload[b.len] = static_cast<char>(s.key_len);
+      std::memcpy(b.payload + b.len + 1, s.key, s.key_len);
+      b.len += 1 + s.key_len;
+      b.slots.push_back(to_notify_[taken]);
+    }
+    to_notify_.erase(to_notify_.begin(), to_notify_.begin() + static_cast<std::ptrdiff_t>(taken));
+    bump(notifies_sent_);
+    b.reply = nullptr;
+    b.reply_len = 0;
+    b.started_ns = steady_ns();
+    if (rados_aio_create_completion2(&b.arg, on_complete, &b.comp) != 0) {
+      b.comp = nullptr;
+      batch_done(b, -ENOMEM);
+    } else if (rados_aio_notify(io_, kWatchObject, b.comp, b.payload, static_cast<int>(b.len),
+                                s_.notify_timeout_ms, &b.reply, &b.reply_len) != 0) {
+      batch_done(b, -EIO);
+    }
+    did = true;
   }
+  return did;
+}
+
+void Worker::batch_done(NotifyBatch& b, int ret) {
+  if (b.comp != nullptr) {
+    rados_aio_release(b.comp);
+    b.comp = nullptr;
+    observe(3, steady_ns() - b.started_ns);
+  }
+  if (b.reply != nullptr) rados_buffer_free(b.reply);
+  b.reply = nullptr;
+  for (const std::uint32_t slot : b.slots) notify_done(ops_[slot], ret);
+  b.slots.clear();
+  free_batches_.push_back(b.arg.slot - kBatchSlotFirst);
 }
 
 void Worker::release_rados(PendingOp& op) {
@@ -394,6 +428,13 @@ void Worker::on_done(std::uint32_t slot) {
     probe_comp_ = nullptr;
     return;
   }
+  if (slot >= kBatchSlotFirst) {
+    NotifyBatch& b = batches_[slot - kBatchSlotFirst];
+    const int ret = rados_aio_get_return_value(b.comp);
+    if (ret < 0 && ret != -ETIMEDOUT) bump(rados_errors_);
+    batch_done(b, ret);
+    return;
+  }
   PendingOp& op = ops_[slot];
   const int ret = rados_aio_get_return_value(op.comp);
   const std::uint64_t ns = steady_ns() - op.rados_started_ns;
@@ -408,12 +449,10 @@ void Worker::on_done(std::uint32_t slot) {
     case Phase::kRemove:
       observe(2, ns);
       break;
-    case Phase::kNotify:
-      observe(3, ns);
-      break;
     case Phase::kFree:
+    case Phase::kNotify:
     case Phase::kFence:
-      return;  // no librados op runs in these phases
+      return;  // no librados op of the op's own runs in these phases (a notify is its batch's)
   }
   if (ret < 0 && ret != -ENOENT && ret != -ETIMEDOUT) bump(rados_errors_);
   switch (op.phase) {
@@ -427,10 +466,8 @@ void Worker::on_done(std::uint32_t slot) {
     case Phase::kRemove:
       write_done(op, ret);
       break;
-    case Phase::kNotify:
-      notify_done(op, ret);
-      break;
     case Phase::kFree:
+    case Phase::kNotify:
     case Phase::kFence:
       break;
   }
@@ -556,13 +593,11 @@ void Worker::write_done(PendingOp& op, int ret) {
     if (ret == -ENOENT && !is_put) return finish(op, Status::kNotFound);
     return finish(op, ret == -EFBIG || ret == -EMSGSIZE ? Status::kTooLarge : Status::kUnavailable);
   }
-  start_notify(op);
+  op.phase = Phase::kNotify;
+  to_notify_.push_back(static_cast<std::uint32_t>(&op - ops_.data()));
 }
 
 void Worker::notify_done(PendingOp& op, int ret) {
-  if (op.notify_reply != nullptr) rados_buffer_free(op.notify_reply);
-  op.notify_reply = nullptr;
-  release_rados(op);
   if (ret < 0) {
     // Some gateway did not ack (dead, partitioned, or its watch broken): it may still serve the old value
     // from its cache, but never past its lease, counted from before now. Answer once that has run out.
@@ -605,6 +640,18 @@ void Worker::finish(PendingOp& op, Status s, Lease lease) {
 
 std::uint64_t Worker::key_gen(std::string_view key) const noexcept {
   return epoch_ << 32 | gens_[hash_key(key) % kGenSlots];
+}
+
+bool Worker::invalidate_all_of(const NotifyEvent& e) {
+  std::size_t pos = 0;
+  if (e.len == 0) return false;
+  while (pos < e.len) {
+    const std::size_t len = static_cast<unsigned char>(e.payload[pos]);
+    if (len == 0 || len > protocol::kMaxKeyLength || len > e.len - pos - 1) return false;
+    invalidate({e.payload + pos + 1, len});
+    pos += 1 + len;
+  }
+  return true;
 }
 
 void Worker::invalidate(std::string_view key) {

@@ -207,6 +207,31 @@ TEST_F(RadosStoreTest, ChecksumCatchesAnObjectAlteredBehindTheGateway) {
   EXPECT_EQ(get(b->core(), "victim", &got, 6), Status::kCorrupt);
 }
 
+TEST_F(RadosStoreTest, AForeignOrMalformedNotifyDropsTheWholeCacheAndIsStillAcked) {
+  auto g = gateway();
+  ASSERT_TRUE(g);
+  std::vector<std::byte> got;
+  ASSERT_EQ(put(g->core(), "cached", pattern(100, 1), 1), Status::kOk);
+  ASSERT_EQ(get(g->core(), "cached", &got, 2), Status::kOk);
+  const std::uint64_t hits = g->rados->stats().cache_hits;
+  const std::uint64_t resets = g->rados->stats().cache_resets;
+  Admin admin(dir_, ns_);
+  // A key length of 200 with 3 bytes after it: not a gateway's payload. Then an empty one.
+  const char bad[] = {static_cast<char>(200), 'a', 'b', 'c'};
+  char* reply = nullptr;
+  std::size_t reply_len = 0;
+  EXPECT_EQ(rados_notify2(admin.io, "rdmagate.cache", bad, sizeof bad, 5000, &reply, &reply_len), 0)
+      << "the gateway did not ack";
+  rados_buffer_free(reply);
+  EXPECT_EQ(rados_notify2(admin.io, "rdmagate.cache", nullptr, 0, 5000, &reply, &reply_len), 0);
+  rados_buffer_free(reply);
+  EXPECT_EQ(g->rados->stats().cache_resets, resets + 2);
+  // The value is still there (in RADOS), but the next GET had to fetch it.
+  ASSERT_EQ(get(g->core(), "cached", &got, 3), Status::kOk);
+  EXPECT_TRUE(got == pattern(100, 1));
+  EXPECT_EQ(g->rados->stats().cache_hits, hits);
+}
+
 TEST_F(RadosStoreTest, ACacheSmallerThanTheDataSetEvictsAndEveryByteReadsBack) {
   // 8 MiB of cache, 24 MiB of values: the cache must evict, never answer no_space.
   auto g = gateway(8u << 20);
