@@ -117,6 +117,12 @@ bool Worker::init(std::string* error) {
     if (!h.cq_) return false;
     if (!h.sq_.init(s_.max_requests, RING_F_SP_ENQ | RING_F_SC_DEQ, error)) return false;
   }
+  // The TSC rate, for the cores' cache-trust check: 5 ms against steady_clock is within 0.1%, far inside
+  // the 10% of the lease kept as margin.
+  const std::uint64_t t0 = steady_ns(), c0 = rte_rdtsc();
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const std::uint64_t t1 = steady_ns(), c1 = rte_rdtsc();
+  tsc_per_ns_ = static_cast<double>(c1 - c0) / static_cast<double>(t1 - t0);
   thread_ = std::thread([this] { run(); });
   return true;
 }
@@ -192,7 +198,7 @@ bool Worker::connect() {
 
 void Worker::disconnect() {
   if (io_ == nullptr) return;
-  trusted_until_ns_.store(0, std::memory_order_release);
+  trusted_until_tsc_.store(0, std::memory_order_release);
   if (watch_ == WatchState::kActive) rados_unwatch2(io_, watch_cookie_);
   rados_watch_flush(cluster_);
   rados_remove(io_, probe_oid_.c_str());

@@ -170,7 +170,7 @@ void Worker::tick(std::uint64_t now) {
   const int err = watch_error_.exchange(0, std::memory_order_acq_rel);
   if (err != 0 && watch_ == WatchState::kActive) {
     // Notifies may have been missed: nothing cached can be trusted any more.
-    trusted_until_ns_.store(0, std::memory_order_release);
+    trusted_until_tsc_.store(0, std::memory_order_release);
     reset_cache();
     watch_ = WatchState::kUnregistering;
     if (rados_aio_create_completion2(&unwatch_arg_, on_complete, &watch_comp_) == 0) {
@@ -191,7 +191,11 @@ void Worker::tick(std::uint64_t now) {
     } else {
       // Trusted until the last confirmation plus 90% of the lease (the rest covers the OSD's clock rate).
       const std::uint64_t confirmed = now - std::min<std::uint64_t>(now, std::uint64_t(ms) * kMs);
-      trusted_until_ns_.store(confirmed + std::uint64_t{s_.cache_lease_ms} * kMs * 9 / 10, std::memory_order_release);
+      const std::uint64_t until = confirmed + std::uint64_t{s_.cache_lease_ms} * kMs * 9 / 10;
+      const std::uint64_t tsc = rte_rdtsc();
+      const std::uint64_t left = until > steady_ns() ? until - steady_ns() : 0;
+      trusted_until_tsc_.store(left == 0 ? 0 : tsc + static_cast<std::uint64_t>(static_cast<double>(left) * tsc_per_ns_),
+                               std::memory_order_release);
     }
   } else if (watch_ == WatchState::kNone && !stop_.load(std::memory_order_relaxed) && now >= next_rewatch_ns_) {
     start_watch();
