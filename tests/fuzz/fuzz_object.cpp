@@ -3,6 +3,9 @@
 // endian), the rest = the payload. Beyond "does not crash": an accepted request views inside the payload,
 // obeys the key and type rules, re-encodes to the very same bytes, and its key-only forms refuse a
 // trailing byte.
+// The whole input is also a RADOS cache-invalidation payload (services/storage/rados/invalidation.hpp,
+// what other gateways send in a notify): its keys lie inside it, are 1..250 bytes, and re-encode to the
+// prefix they were read from, the whole input when it is accepted.
 
 #include <cstring>
 #include <memory>
@@ -10,10 +13,29 @@
 
 #include "fuzz_common.hpp"
 #include "protocol/object_wire.hpp"
+#include "services/storage/rados/invalidation.hpp"
 
 using namespace rdmagate::fuzz;
 
+namespace {
+void invalidation_payload(const std::uint8_t* data, std::size_t size) {
+  namespace rados = rdmagate::storage::rados;
+  const std::span<const char> in(reinterpret_cast<const char*>(data), size);
+  std::unique_ptr<char[]> again(new char[rados::kNotifyPayload]);
+  std::size_t used = 0;
+  const bool ok = rados::for_each_key(in, [&](std::string_view key) {
+    RDMAGATE_FUZZ_CHECK(key.size() >= 1 && key.size() <= kMaxKeyLength);
+    RDMAGATE_FUZZ_CHECK(key.data() >= in.data() && key.data() + key.size() <= in.data() + in.size());
+    used = rados::append_key({again.get(), rados::kNotifyPayload}, used, key);
+    RDMAGATE_FUZZ_CHECK(used != 0);
+  });
+  RDMAGATE_FUZZ_CHECK(used <= size && std::memcmp(again.get(), in.data(), used) == 0);
+  if (ok) RDMAGATE_FUZZ_CHECK(used == size && size > 0);
+}
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  invalidation_payload(data, size);
   if (size < 3) return 0;
   const auto type = static_cast<MessageType>(data[0]);
   const auto opcode = static_cast<std::uint16_t>(data[1] | (data[2] << 8));

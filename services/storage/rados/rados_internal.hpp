@@ -27,6 +27,7 @@
 #include "protocol/object_wire.hpp"
 #include "services/storage/completion_queue.hpp"
 #include "services/storage/memory/store.hpp"
+#include "services/storage/rados/invalidation.hpp"
 #include "services/storage/rados/rados_store.hpp"
 
 namespace rdmagate::storage::rados {
@@ -94,8 +95,6 @@ struct Submission {
 static_assert(sizeof(Submission) % 4 == 0);
 
 // A watch notify, librados callback thread -> worker.
-// A gateway's invalidation names the keys of the writes it batched: each a u8 length and the key bytes.
-inline constexpr std::size_t kNotifyPayload = 4096;
 
 struct NotifyEvent {
   std::uint64_t notify_id = 0;

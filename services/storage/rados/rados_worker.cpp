@@ -355,11 +355,9 @@ bool Worker::flush_notifies() {
     b.len = 0;
     std::size_t taken = 0;
     for (; taken < to_notify_.size(); ++taken) {
-      const Submission& s = ops_[to_notify_[taken]].sub;
-      if (b.len + 1 + s.key_len > kNotifyPayload) break;
-      b.payload[b.len] = static_cast<char>(s.key_len);
-      std::memcpy(b.payload + b.len + 1, s.key, s.key_len);
-      b.len += 1 + s.key_len;
+      const std::size_t len = append_key(b.payload, b.len, ops_[to_notify_[taken]].sub.key_view());
+      if (len == 0) break;  // full (keys are 1..250 bytes: the service checked them)
+      b.len = len;
       b.slots.push_back(to_notify_[taken]);
     }
     to_notify_.erase(to_notify_.begin(), to_notify_.begin() + static_cast<std::ptrdiff_t>(taken));
@@ -647,15 +645,7 @@ std::uint64_t Worker::key_gen(std::string_view key) const noexcept {
 }
 
 bool Worker::invalidate_all_of(const NotifyEvent& e) {
-  std::size_t pos = 0;
-  if (e.len == 0) return false;
-  while (pos < e.len) {
-    const std::size_t len = static_cast<unsigned char>(e.payload[pos]);
-    if (len == 0 || len > protocol::kMaxKeyLength || len > e.len - pos - 1) return false;
-    invalidate({e.payload + pos + 1, len});
-    pos += 1 + len;
-  }
-  return true;
+  return for_each_key({e.payload, e.len}, [this](std::string_view key) { invalidate(key); });
 }
 
 void Worker::invalidate(std::string_view key) {

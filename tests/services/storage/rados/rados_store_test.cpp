@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "services/storage/rados/invalidation.hpp"
 #include "services/storage/rados/rados_store.hpp"
 #include "tests/services/storage/rados/rados_test_util.hpp"
 
@@ -318,6 +319,28 @@ TEST(RadosConfig, UnreadableFilesAreStartErrors) {
   s.keyring = "/nonexistent/keyring";
   EXPECT_EQ(RadosStore::create(s, *cache, &error), nullptr);
   EXPECT_NE(error.find("store.rados.keyring"), std::string::npos) << error;
+}
+
+TEST(InvalidationPayload, KeysRoundTripAndMalformedPayloadsAreRefused) {
+  char buf[kNotifyPayload];
+  std::size_t used = append_key(buf, 0, "a");
+  used = append_key(buf, used, std::string(250, 'k'));
+  ASSERT_EQ(used, 2u + 251u);
+  EXPECT_EQ(append_key(buf, used, ""), 0u);
+  EXPECT_EQ(append_key(buf, used, std::string(251, 'x')), 0u);
+  std::vector<std::string> keys;
+  EXPECT_TRUE(for_each_key({buf, used}, [&](std::string_view k) { keys.emplace_back(k); }));
+  EXPECT_EQ(keys, (std::vector<std::string>{"a", std::string(250, 'k')}));
+  // Fills up to 4096 bytes and no further: 16 keys of 250 take 4016, a 17th does not fit.
+  used = 0;
+  for (int i = 0; i < 16; ++i) used = append_key(buf, used, std::string(250, 'z'));
+  EXPECT_EQ(used, 4016u);
+  EXPECT_EQ(append_key(buf, used, std::string(250, 'z')), 0u);
+  const auto refused = [](std::string_view p) { return !for_each_key(p, [](std::string_view) {}); };
+  EXPECT_TRUE(refused(""));
+  EXPECT_TRUE(refused(std::string_view("\0", 1)));  // a zero length
+  EXPECT_TRUE(refused("\x03" "ab"));                 // runs past the end
+  EXPECT_TRUE(refused("\xfb" + std::string(251, 'x')));  // 251: above the key limit
 }
 
 TEST(RadosChecksum, Crc32cKnownAnswers) {
