@@ -90,7 +90,7 @@ class Gateway {
   // the engine before the services, store and region it uses, EAL last.
   std::unique_ptr<dataplane::EalRuntime> eal_;
   std::unique_ptr<dataplane::HugeBuffer> region_;
-  std::unique_ptr<store::Store> store_;  // store.backend: rados: the cache in front of rados_
+  std::unique_ptr<store::Store> store_;                // store.backend: rados: the cache in front of rados_
   std::unique_ptr<storage::rados::RadosStore> rados_;  // after the cores stopped, before its cache goes
   const char* store_not_ready_ = nullptr;              // the last readiness published; control thread only
   std::vector<std::unique_ptr<telemetry::CoreStats>> core_stats_;

@@ -89,7 +89,8 @@ Verdict HealthState::check_ready(Clock::time_point now) {
   auto add = [&](const std::string& s) { why += why.empty() ? s : "; " + s; };
   if (!listeners_up_.load(std::memory_order_relaxed)) add("listeners not up");
   if (!port_active_.load(std::memory_order_relaxed)) add("device port not active");
-  if (const char* store = store_not_ready_.load(std::memory_order_relaxed)) add(std::string("store ") + store);
+  if (const char* store = store_not_ready_.load(std::memory_order_relaxed))
+    add(std::string("store ") + store);
   if (progress.empty()) add("no data-plane core registered");
   std::vector<unsigned> not_polling;
   for (const auto& p : progress)

@@ -50,7 +50,9 @@ class HealthState {
   void set_listeners_up(bool up) noexcept { listeners_up_.store(up, std::memory_order_relaxed); }
   void set_port_active(bool active) noexcept { port_active_.store(active, std::memory_order_relaxed); }
   // The storage backend's readiness: null when ready, else why not (a string with static lifetime).
-  void set_store_not_ready(const char* reason) noexcept { store_not_ready_.store(reason, std::memory_order_relaxed); }
+  void set_store_not_ready(const char* reason) noexcept {
+    store_not_ready_.store(reason, std::memory_order_relaxed);
+  }
   // telemetry.core_stall_ms is reloadable (SIGHUP): the next check uses the new threshold.
   void set_liveness_threshold(std::chrono::nanoseconds t) noexcept {
     threshold_ns_.store(t.count(), std::memory_order_relaxed);

@@ -34,10 +34,10 @@ namespace rdmagate::storage {
 // later.
 enum class Status : std::uint8_t {
   kOk = 0,
-  kNotFound = 1,    // GET or DELETE of a key that is not there
-  kTooLarge = 2,    // PUT of a value above the backend's max value size
-  kNoSpace = 3,     // capacity, index or descriptors exhausted (and nothing could be evicted)
-  kBadRequest = 4,  // key length outside 1..protocol::kMaxKeyLength
+  kNotFound = 1,     // GET or DELETE of a key that is not there
+  kTooLarge = 2,     // PUT of a value above the backend's max value size
+  kNoSpace = 3,      // capacity, index or descriptors exhausted (and nothing could be evicted)
+  kBadRequest = 4,   // key length outside 1..protocol::kMaxKeyLength
   kUnavailable = 5,  // a remote backend did not answer within its timeout, or refused; retrying may work
   kCorrupt = 6,      // the stored bytes do not match the checksum stored with them; nothing is returned
   kPending = 7,

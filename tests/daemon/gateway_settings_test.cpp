@@ -184,7 +184,8 @@ TEST(GatewaySettings, RadosBackendMakesTheStoreAnEvictingCacheAndMapsEveryKey) {
   const GatewaySettings s =
       plan({"store.backend=rados", "dataplane.cores=2-3", "store.rados.pool=objs", "store.rados.namespace=t1",
             "store.rados.client=client.gw", "store.rados.keyring=/k", "store.rados.conf_file=/c.conf",
-            "store.rados.op_timeout_ms=1500", "store.rados.notify_timeout_ms=700", "store.rados.cache_lease_ms=3000"});
+            "store.rados.op_timeout_ms=1500", "store.rados.notify_timeout_ms=700",
+            "store.rados.cache_lease_ms=3000"});
   EXPECT_TRUE(s.store.evict);
   ASSERT_TRUE(s.rados.has_value());
   EXPECT_EQ(s.rados->pool, "objs");

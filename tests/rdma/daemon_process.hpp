@@ -81,7 +81,7 @@ struct Child {
 
 // argv[0] is the program; stdout and stderr go to `log` (appended); `extra_env` entries are added.
 inline bool spawn(Child* c, std::vector<std::string> args, const std::string& log,
-           const std::vector<std::string>& extra_env = {}) {
+                  const std::vector<std::string>& extra_env = {}) {
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -142,7 +142,7 @@ inline HttpReply http_get(int port, const std::string& path) {
 
 // Sum of every sample of `name` whose labels include `want` (Prometheus text format); -1 if none matched.
 inline double metric(const std::string& exposition, const std::string& name,
-              const std::map<std::string, std::string>& want = {}) {
+                     const std::map<std::string, std::string>& want = {}) {
   std::istringstream in(exposition);
   std::string line;
   double sum = 0;

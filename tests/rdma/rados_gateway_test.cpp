@@ -123,7 +123,8 @@ int coherence(rdmagate::client::Client& a, rdmagate::client::Client& b, int roun
   for (int r = 0; r < rounds; ++r) {
     const std::string key = "key-" + std::to_string(r % 7);
     auto& writer = r % 2 == 0 ? a : b;
-    const auto v = value_of(key, static_cast<std::uint64_t>(r), r % 3 == 0 ? 20000 : 200 + static_cast<std::size_t>(r));
+    const auto v =
+        value_of(key, static_cast<std::uint64_t>(r), r % 3 == 0 ? 20000 : 200 + static_cast<std::size_t>(r));
     errors += writer.put(key, v.data(), v.size()).status != Status::kOk;
     for (auto* reader : {&a, &b}) {
       const auto res = reader->get(key, got.data(), got.size());
@@ -135,7 +136,8 @@ int coherence(rdmagate::client::Client& a, rdmagate::client::Client& b, int roun
     }
     if (r % 5 == 4) {
       errors += writer.del(key).status != Status::kOk;
-      for (auto* reader : {&a, &b}) stale += reader->get(key, got.data(), got.size()).status != Status::kNotFound;
+      for (auto* reader : {&a, &b})
+        stale += reader->get(key, got.data(), got.size()).status != Status::kNotFound;
     }
   }
   FILE* f = std::fopen(status, "w");
@@ -147,9 +149,10 @@ int coherence(rdmagate::client::Client& a, rdmagate::client::Client& b, int roun
 }
 
 // "client stream PORT ACKS SECONDS": PUTs key stream-<seq> (4 KiB or 64 KiB values of seq) one after another
-// for SECONDS, until the file ACKS.stop appears, or until the gateway goes away; appends "<seq>\n" to ACKS after each ok (a write(2) of its own,
-// so a SIGKILL of the gateway loses nothing this process recorded). Counts unavailable answers and the longest
-// one. Status in ACKS.status: "ok= unavailable= other= max_unavailable_ms=".
+// for SECONDS, until the file ACKS.stop appears, or until the gateway goes away; appends "<seq>\n" to ACKS
+// after each ok (a write(2) of its own, so a SIGKILL of the gateway loses nothing this process recorded).
+// Counts unavailable answers and the longest one. Status in ACKS.status: "ok= unavailable= other=
+// max_unavailable_ms=".
 int stream(rdmagate::client::Client& c, const char* acks, int seconds) {
   using rdmagate::client::Status;
   const int fd = ::open(acks, O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -173,7 +176,8 @@ int stream(rdmagate::client::Client& c, const char* acks, int seconds) {
       max_unavail_ms = std::max(max_unavail_ms, ms);
     } else {
       ++other;
-      if (r.status == Status::kConnectionLost || r.status == Status::kUnavailable || r.status == Status::kTimeout) {
+      if (r.status == Status::kConnectionLost || r.status == Status::kUnavailable ||
+          r.status == Status::kTimeout) {
         break;  // the gateway is gone: what was acknowledged is in ACKS
       }
     }
@@ -268,8 +272,8 @@ TEST(RadosGateway, TwoGatewaysOnOnePoolServeNoStaleRead) {
   ASSERT_TRUE(start_gateway(&b, 1, "coherence")) << read_file(b.log);
   const std::string status = "/tmp/rgw_coherence_" + std::to_string(getpid());
   const std::string log = status + ".log";
-  ASSERT_EQ(run_client({"coherence", std::to_string(a.rdma_port), std::to_string(b.rdma_port), "60", status}, log,
-                       600s),
+  ASSERT_EQ(run_client({"coherence", std::to_string(a.rdma_port), std::to_string(b.rdma_port), "60", status},
+                       log, 600s),
             0)
       << read_file(log);
   const auto st = read_status(status);
@@ -281,7 +285,9 @@ TEST(RadosGateway, TwoGatewaysOnOnePoolServeNoStaleRead) {
   const std::string mb = http_get(b.http_port, "/metrics").body;
   EXPECT_GT(metric(ma, "rdmagate_store_cache_hits_total") + metric(mb, "rdmagate_store_cache_hits_total"), 0);
   EXPECT_GT(metric(ma, "rdmagate_store_cache_invalidations_total"), 0);
-  EXPECT_EQ(metric(ma, "rdmagate_rados_notify_timeouts_total") + metric(mb, "rdmagate_rados_notify_timeouts_total"), 0);
+  EXPECT_EQ(
+      metric(ma, "rdmagate_rados_notify_timeouts_total") + metric(mb, "rdmagate_rados_notify_timeouts_total"),
+      0);
 }
 
 TEST(RadosGateway, SigkillMidStreamLosesNoAcknowledgedPut) {
@@ -290,7 +296,8 @@ TEST(RadosGateway, SigkillMidStreamLosesNoAcknowledgedPut) {
   const std::string acks = "/tmp/rgw_sigkill_" + std::to_string(getpid()) + ".acks";
   std::remove(acks.c_str());
   Child client;
-  ASSERT_TRUE(spawn(&client, {g_self, "client", "stream", std::to_string(g.rdma_port), acks, "60"}, acks + ".log"));
+  ASSERT_TRUE(
+      spawn(&client, {g_self, "client", "stream", std::to_string(g.rdma_port), acks, "60"}, acks + ".log"));
   // Let the stream run, then kill the gateway mid-flight.
   ASSERT_TRUE(wait_for([&] { return acked_lines(acks) >= 40; }, 120s))
       << read_file(acks + ".log") << read_file(g.log);
@@ -318,7 +325,8 @@ TEST(RadosGateway, OsdKilledUnderLoadAnswersUnavailableThenRecovers) {
   std::remove(acks.c_str());
   std::remove((acks + ".stop").c_str());
   Child client;
-  ASSERT_TRUE(spawn(&client, {g_self, "client", "stream", std::to_string(g.rdma_port), acks, "90"}, acks + ".log"));
+  ASSERT_TRUE(
+      spawn(&client, {g_self, "client", "stream", std::to_string(g.rdma_port), acks, "90"}, acks + ".log"));
   ASSERT_TRUE(wait_for([&] { return acked_lines(acks) >= 20; }, 120s)) << read_file(acks + ".log");
   ASSERT_EQ(std::system(ceph_cluster("kill-osd").c_str()), 0);
   // Not ready while RADOS takes no writes; live all along (the core keeps polling).
@@ -329,7 +337,8 @@ TEST(RadosGateway, OsdKilledUnderLoadAnswersUnavailableThenRecovers) {
   std::this_thread::sleep_for(3s);  // several op timeouts' worth of unavailable answers
   EXPECT_EQ(http_get(g.http_port, "/healthz").status, 200);
   ASSERT_EQ(std::system(ceph_cluster("start-osd --timeout 240").c_str()), 0);
-  EXPECT_TRUE(wait_for([&] { return http_get(g.http_port, "/readyz").status == 200; }, 120s)) << read_file(g.log);
+  EXPECT_TRUE(wait_for([&] { return http_get(g.http_port, "/readyz").status == 200; }, 120s))
+      << read_file(g.log);
   const std::size_t before = acked_lines(acks);
   EXPECT_TRUE(wait_for([&] { return acked_lines(acks) >= before + 20; }, 120s)) << "PUTs did not resume";
   write_file(acks + ".stop", "");
@@ -338,7 +347,8 @@ TEST(RadosGateway, OsdKilledUnderLoadAnswersUnavailableThenRecovers) {
   std::printf("rados_gateway: OSD killed: readyz \"%s\"; stream %s", readyz.c_str(),
               read_file(acks + ".status").c_str());
   // Every unavailable answer came within the op timeout and its retries' slack, never a hang.
-  EXPECT_LT(num(stream_st, "max_unavailable_ms"), 3u * kOpTimeoutMs + 2000) << "an unavailable answer took too long";
+  EXPECT_LT(num(stream_st, "max_unavailable_ms"), 3u * kOpTimeoutMs + 2000)
+      << "an unavailable answer took too long";
   const std::string status = acks + ".verify";
   ASSERT_EQ(run_client({"verify", std::to_string(g.rdma_port), acks, status}, status + ".log", 600s), 0)
       << read_file(status + ".log");

@@ -428,7 +428,8 @@ TEST(PublishRados, CountersGaugesAndLatencyHistograms) {
   EXPECT_EQ(value(e, "rdmagate_rados_ready", {}), 1);
   EXPECT_EQ(e.types.at("rdmagate_rados_op_duration_seconds"), "histogram");
   EXPECT_EQ(value(e, "rdmagate_rados_op_duration_seconds_count", {{"kind", "write"}}), 7);
-  EXPECT_EQ(value(e, "rdmagate_rados_op_duration_seconds_bucket", {{"kind", "write"}, {"le", "1.024e-06"}}), 3);
+  EXPECT_EQ(value(e, "rdmagate_rados_op_duration_seconds_bucket", {{"kind", "write"}, {"le", "1.024e-06"}}),
+            3);
   EXPECT_NEAR(value(e, "rdmagate_rados_op_duration_seconds_sum", {{"kind", "write"}}), 1e-5, 1e-12);
   EXPECT_EQ(value(e, "rdmagate_rados_op_duration_seconds_count", {{"kind", "read"}}), 0);
   s.health = storage::rados::Health::kProbeFailed;

@@ -8,7 +8,9 @@
 namespace rdmagate::storage::rados {
 
 namespace {
-bool bad_key(std::string_view key) noexcept { return key.empty() || key.size() > protocol::kMaxKeyLength; }
+bool bad_key(std::string_view key) noexcept {
+  return key.empty() || key.size() > protocol::kMaxKeyLength;
+}
 }  // namespace
 
 Status RadosCoreStorage::submit(OpKind kind, std::string_view key, std::uint64_t tag,
@@ -41,7 +43,8 @@ Status RadosCoreStorage::get(std::string_view key, std::uint64_t tag, Lease* out
   return submit(OpKind::kGet, key, tag, {});
 }
 
-Status RadosCoreStorage::put(std::string_view key, std::span<const std::byte> value, std::uint64_t tag) noexcept {
+Status RadosCoreStorage::put(std::string_view key, std::span<const std::byte> value,
+                             std::uint64_t tag) noexcept {
   if (bad_key(key)) return count(OpKind::kPut, Status::kBadRequest);
   if (value.size() > max_value_) return count(OpKind::kPut, Status::kTooLarge);
   if (!worker_->accepting()) return count(OpKind::kPut, Status::kUnavailable);
@@ -60,7 +63,8 @@ Status RadosCoreStorage::remove(std::string_view key, std::uint64_t tag) noexcep
   return submit(OpKind::kDelete, key, tag, {});
 }
 
-Status RadosCoreStorage::reserve(std::string_view key, std::uint64_t size, std::uint64_t, Lease* out) noexcept {
+Status RadosCoreStorage::reserve(std::string_view key, std::uint64_t size, std::uint64_t,
+                                 Lease* out) noexcept {
   if (bad_key(key)) return count(OpKind::kPut, Status::kBadRequest);
   if (size > max_value_) return count(OpKind::kPut, Status::kTooLarge);
   if (!worker_->accepting()) return count(OpKind::kPut, Status::kUnavailable);
@@ -83,7 +87,9 @@ Status RadosCoreStorage::commit(Lease* lease, std::uint64_t tag) noexcept {
   return s;
 }
 
-void RadosCoreStorage::abort(Lease* lease) noexcept { release(lease); }
+void RadosCoreStorage::abort(Lease* lease) noexcept {
+  release(lease);
+}
 
 void RadosCoreStorage::release(Lease* lease) noexcept {
   if (lease->token == Lease::kNoToken) return;

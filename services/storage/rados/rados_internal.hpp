@@ -6,10 +6,9 @@
 #include <rados/librados.h>
 #include <rte_cycles.h>
 #include <rte_ring.h>
+#include <rte_ring_elem.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <rte_ring_elem.h>
 
 #include <array>
 #include <atomic>
@@ -45,17 +44,21 @@ class ValueRing {
     mem_ = dataplane::RingStorage(static_cast<std::size_t>(bytes));
     if (!mem_) return fail(error, "out of memory");
     ring_ = reinterpret_cast<rte_ring*>(mem_.data());
-    if (rte_ring_init(ring_, "rados", capacity, flags | RING_F_EXACT_SZ) != 0) return fail(error, "rte_ring_init");
+    if (rte_ring_init(ring_, "rados", capacity, flags | RING_F_EXACT_SZ) != 0)
+      return fail(error, "rte_ring_init");
     return true;
   }
-  [[nodiscard]] bool push(const T& v) noexcept { return rte_ring_enqueue_bulk_elem(ring_, &v, sizeof(T), 1, nullptr) == 1; }
+  [[nodiscard]] bool push(const T& v) noexcept {
+    return rte_ring_enqueue_bulk_elem(ring_, &v, sizeof(T), 1, nullptr) == 1;
+  }
   std::uint32_t pop_burst(T* out, std::uint32_t n) noexcept {
     return rte_ring_dequeue_burst_elem(ring_, out, sizeof(T), n, nullptr);
   }
   // rte_ring_empty reads the tails with plain loads (DPDK relies on volatile); atomic loads say the same
   // without a data race, so ThreadSanitizer can check the worker's park protocol.
   bool empty() const noexcept {
-    return __atomic_load_n(&ring_->prod.tail, __ATOMIC_ACQUIRE) == __atomic_load_n(&ring_->cons.tail, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&ring_->prod.tail, __ATOMIC_ACQUIRE) ==
+           __atomic_load_n(&ring_->cons.tail, __ATOMIC_ACQUIRE);
   }
 
  private:
@@ -116,16 +119,17 @@ inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
 }
 
 inline std::uint64_t steady_ns() noexcept {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
 }
 
 // The worker parks on a futex when idle; a core wakes it only when it is parked (Worker::wake).
 inline void futex_wake(std::atomic<std::uint32_t>* word) noexcept {
   ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
-inline void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, std::uint64_t timeout_ns) noexcept {
+inline void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+                       std::uint64_t timeout_ns) noexcept {
   timespec ts{static_cast<time_t>(timeout_ns / 1000000000u), static_cast<long>(timeout_ns % 1000000000u)};
   ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
 }
@@ -146,7 +150,8 @@ class RadosCoreStorage final : public CoreStorage {
 
  private:
   friend class Worker;
-  Status submit(OpKind kind, std::string_view key, std::uint64_t tag, const store::Reservation& value) noexcept;
+  Status submit(OpKind kind, std::string_view key, std::uint64_t tag,
+                const store::Reservation& value) noexcept;
   Status count(OpKind kind, Status s) noexcept {
     bump(ops_[static_cast<unsigned>(object_op(kind))][static_cast<unsigned>(s)]);
     return s;
@@ -213,7 +218,7 @@ struct PendingOp {
   std::uint32_t crc = 0;
   bool has_crc = false;
   char crc_text[12] = {};
-  store::Reservation fill{};  // GET: the cache block the value is read into
+  store::Reservation fill{};     // GET: the cache block the value is read into
   std::byte* scratch = nullptr;  // kInlineRead bytes of the worker's scratch arena
   CallbackArg arg{};
 };
@@ -222,7 +227,7 @@ class Worker {
  public:
   static constexpr std::uint32_t kInlineRead = 4096;  // a GET's first op reads this much with the stat
   static constexpr std::uint32_t kMaxReadAttempts = 3;
-  static constexpr std::size_t kGenSlots = 4096;       // invalidation generations by key hash
+  static constexpr std::size_t kGenSlots = 4096;     // invalidation generations by key hash
   static constexpr std::uint32_t kNotifyRing = 256;  // notifies received, not yet handled (x 4 KiB)
   // Notifies of ours in flight at once. One: writes that commit while it is out wait and all go in the
   // next (group commit); measured on the host, 1 gave 0.6-0.7x rados bench write at 16 in flight, 4 gave
@@ -243,7 +248,9 @@ class Worker {
   // Whether a core may answer a GET from the cache now: the watch was confirmed recently enough that any
   // invalidation for us either reached us or makes its writer wait out our lease.
   // The clock is the TSC (no vDSO or syscall on a core's GET); the worker converts the deadline.
-  bool cache_trusted() const noexcept { return rte_rdtsc() < trusted_until_tsc_.load(std::memory_order_acquire); }
+  bool cache_trusted() const noexcept {
+    return rte_rdtsc() < trusted_until_tsc_.load(std::memory_order_acquire);
+  }
   void wake() noexcept;  // after a producer's push
   Health health() const noexcept { return health_.load(std::memory_order_acquire); }
   RadosStats stats() const noexcept;
@@ -301,9 +308,9 @@ class Worker {
   std::vector<std::uint32_t> free_;
   std::vector<std::uint32_t> fenced_;
   std::unique_ptr<std::byte[]> scratch_;
-  ValueRing<std::uint32_t> done_;  // slots whose librados op ended, MP/SC
+  ValueRing<std::uint32_t> done_;    // slots whose librados op ended, MP/SC
   ValueRing<NotifyEvent> notifies_;  // MP/SC
-  NotifyEvent notify_burst_;          // the one being handled (too large for the stack of a burst)
+  NotifyEvent notify_burst_;         // the one being handled (too large for the stack of a burst)
   std::vector<NotifyBatch> batches_;
   std::vector<std::uint32_t> free_batches_;
   std::vector<std::uint32_t> to_notify_;  // committed PUT/DELETEs waiting for the next batch
@@ -317,7 +324,12 @@ class Worker {
   std::uint64_t instance_id_ = 0;
   std::string probe_oid_;
   std::uint64_t watch_cookie_ = 0;
-  enum class WatchState : std::uint8_t { kNone, kRegistering, kActive, kUnregistering } watch_ = WatchState::kNone;
+  enum class WatchState : std::uint8_t {
+    kNone,
+    kRegistering,
+    kActive,
+    kUnregistering
+  } watch_ = WatchState::kNone;
   rados_completion_t watch_comp_ = nullptr;
   CallbackArg watch_arg_{};
   CallbackArg unwatch_arg_{};

@@ -34,8 +34,8 @@ std::string object_name(std::string_view key) {
   out += "o/";
   for (const char ch : key) {
     const auto c = static_cast<unsigned char>(ch);
-    const bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-                       c == '.' || c == '-';
+    const bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                       c == '_' || c == '.' || c == '-';
     if (plain) {
       out += static_cast<char>(c);
     } else {
@@ -152,7 +152,8 @@ bool Worker::connect() {
     c = nullptr;
     return fail("rados_create2", r);
   }
-  if ((r = rados_conf_read_file(c, s_.conf_file.c_str())) < 0) return fail("reading store.rados.conf_file", r);
+  if ((r = rados_conf_read_file(c, s_.conf_file.c_str())) < 0)
+    return fail("reading store.rados.conf_file", r);
   if (!s_.keyring.empty() && (r = rados_conf_set(c, "keyring", s_.keyring.c_str())) < 0) {
     return fail("store.rados.keyring", r);
   }
@@ -222,7 +223,8 @@ RadosStats Worker::stats() const noexcept {
       st.ops[o][s] = v;
     }
   }
-  for (std::uint32_t c = 0; c < s_.cores; ++c) st.cache_hits += cores_[c].hits_.load(std::memory_order_relaxed);
+  for (std::uint32_t c = 0; c < s_.cores; ++c)
+    st.cache_hits += cores_[c].hits_.load(std::memory_order_relaxed);
   st.cache_misses = misses_.load(std::memory_order_relaxed);
   st.cache_fills = fills_.load(std::memory_order_relaxed);
   st.cache_fill_skipped = fill_skipped_.load(std::memory_order_relaxed);
@@ -265,9 +267,17 @@ std::unique_ptr<RadosStore> RadosStore::create(const RadosSettings& settings, st
 
 RadosStore::RadosStore(std::unique_ptr<Worker> w) noexcept : worker_(std::move(w)) {}
 RadosStore::~RadosStore() = default;
-CoreStorage& RadosStore::core(std::uint32_t index) noexcept { return worker_->core(index); }
-Health RadosStore::health() const noexcept { return worker_->health(); }
-RadosStats RadosStore::stats() const noexcept { return worker_->stats(); }
-std::string RadosStore::last_error() const { return worker_->last_error(); }
+CoreStorage& RadosStore::core(std::uint32_t index) noexcept {
+  return worker_->core(index);
+}
+Health RadosStore::health() const noexcept {
+  return worker_->health();
+}
+RadosStats RadosStore::stats() const noexcept {
+  return worker_->stats();
+}
+std::string RadosStore::last_error() const {
+  return worker_->last_error();
+}
 
 }  // namespace rdmagate::storage::rados

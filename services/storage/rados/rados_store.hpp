@@ -45,27 +45,27 @@ struct RadosSettings {
 
 // Why the backend is not ready (/readyz) or kReady.
 enum class Health : std::uint8_t {
-  kConnecting = 0,  // rados_connect has not succeeded yet (or is being retried)
-  kReady = 1,       // connected, cache watch registered, the last probe write committed
+  kConnecting = 0,   // rados_connect has not succeeded yet (or is being retried)
+  kReady = 1,        // connected, cache watch registered, the last probe write committed
   kProbeFailed = 2,  // the periodic probe write failed or timed out: the cluster does not take writes
-  kWatchLost = 3,   // the cache-invalidation watch broke; the cache is off until it is re-registered
+  kWatchLost = 3,    // the cache-invalidation watch broke; the cache is off until it is re-registered
 };
 const char* health_name(Health h) noexcept;
 
 // Counters as the worker keeps them (single writer, relaxed) and stats() reads them.
 struct RadosStats {
   std::uint64_t ops[protocol::kObjectOpCount][kStatusCount] = {};  // by op, then outcome, as store ops
-  std::uint64_t cache_hits = 0;             // GETs answered from the cache
-  std::uint64_t cache_misses = 0;           // GETs sent to RADOS
-  std::uint64_t cache_fills = 0;            // misses whose value was published into the cache
-  std::uint64_t cache_fill_skipped = 0;     // misses not cached: the key was invalidated meanwhile
-  std::uint64_t invalidations_received = 0; // notifies from any gateway, this one's included
+  std::uint64_t cache_hits = 0;                                    // GETs answered from the cache
+  std::uint64_t cache_misses = 0;                                  // GETs sent to RADOS
+  std::uint64_t cache_fills = 0;             // misses whose value was published into the cache
+  std::uint64_t cache_fill_skipped = 0;      // misses not cached: the key was invalidated meanwhile
+  std::uint64_t invalidations_received = 0;  // notifies from any gateway, this one's included
   std::uint64_t notifies_sent = 0;
-  std::uint64_t notify_timeouts = 0;        // a gateway did not ack: the writer waited out the lease
-  std::uint64_t cache_resets = 0;           // whole-cache drops (watch lost, notify ring overflow)
+  std::uint64_t notify_timeouts = 0;  // a gateway did not ack: the writer waited out the lease
+  std::uint64_t cache_resets = 0;     // whole-cache drops (watch lost, notify ring overflow)
   std::uint64_t crc_mismatches = 0;
-  std::uint64_t rados_errors = 0;           // librados ops that ended with an error other than ENOENT
-  std::uint64_t worker_wakeups = 0;         // futex wakes the cores issued (the worker was asleep)
+  std::uint64_t rados_errors = 0;    // librados ops that ended with an error other than ENOENT
+  std::uint64_t worker_wakeups = 0;  // futex wakes the cores issued (the worker was asleep)
   std::uint64_t rados_ops_inflight = 0;
   // librados op latency by kind (submit to callback), nanoseconds, log2 buckets from 1 us.
   static constexpr std::size_t kLatencyKinds = 4;  // read, write, remove, notify
@@ -74,7 +74,8 @@ struct RadosStats {
   std::uint64_t latency_sum_ns[kLatencyKinds] = {};
   Health health = Health::kConnecting;
 };
-inline constexpr const char* kLatencyKindNames[RadosStats::kLatencyKinds] = {"read", "write", "remove", "notify"};
+inline constexpr const char* kLatencyKindNames[RadosStats::kLatencyKinds] = {"read", "write", "remove",
+                                                                             "notify"};
 
 class Worker;
 
@@ -83,7 +84,8 @@ class RadosStore {
   // Starts the worker, which connects in the background: until it is connected, ops answer kUnavailable
   // at once. Null and *error when the settings are unusable (e.g. conf_file unreadable) or a thread or
   // ring cannot be made. `cache` must outlive the store and have eviction on and max_cores > cache_core.
-  static std::unique_ptr<RadosStore> create(const RadosSettings& settings, store::Store& cache, std::string* error);
+  static std::unique_ptr<RadosStore> create(const RadosSettings& settings, store::Store& cache,
+                                            std::string* error);
   ~RadosStore();  // stops the worker after every submitted op ended (with kUnavailable if it must)
   RadosStore(const RadosStore&) = delete;
   RadosStore& operator=(const RadosStore&) = delete;

@@ -82,13 +82,15 @@ void Worker::run() {
     const bool stopping = stop_.load(std::memory_order_acquire);
     if (stopping && stop_deadline == 0) {
       accepting_.store(false, std::memory_order_release);
-      stop_deadline =
-          now + (std::uint64_t{s_.op_timeout_ms} * 2 + s_.notify_timeout_ms + s_.cache_lease_ms) * kMs + 5000 * kMs;
+      stop_deadline = now +
+                      (std::uint64_t{s_.op_timeout_ms} * 2 + s_.notify_timeout_ms + s_.cache_lease_ms) * kMs +
+                      5000 * kMs;
     }
     if (io_ == nullptr) {
       if (stopping) break;
       if (now >= next_connect_ns_ && !connect()) next_connect_ns_ = steady_ns() + 1000 * kMs;
-      if (io_ == nullptr) park(std::min<std::uint64_t>(next_connect_ns_ - std::min(next_connect_ns_, now), 100 * kMs));
+      if (io_ == nullptr)
+        park(std::min<std::uint64_t>(next_connect_ns_ - std::min(next_connect_ns_, now), 100 * kMs));
       continue;
     }
     bool did = drain_submissions();
@@ -194,14 +196,17 @@ void Worker::tick(std::uint64_t now) {
       const std::uint64_t until = confirmed + std::uint64_t{s_.cache_lease_ms} * kMs * 9 / 10;
       const std::uint64_t tsc = rte_rdtsc();
       const std::uint64_t left = until > steady_ns() ? until - steady_ns() : 0;
-      trusted_until_tsc_.store(left == 0 ? 0 : tsc + static_cast<std::uint64_t>(static_cast<double>(left) * tsc_per_ns_),
-                               std::memory_order_release);
+      trusted_until_tsc_.store(
+          left == 0 ? 0 : tsc + static_cast<std::uint64_t>(static_cast<double>(left) * tsc_per_ns_),
+          std::memory_order_release);
     }
-  } else if (watch_ == WatchState::kNone && !stop_.load(std::memory_order_relaxed) && now >= next_rewatch_ns_) {
+  } else if (watch_ == WatchState::kNone && !stop_.load(std::memory_order_relaxed) &&
+             now >= next_rewatch_ns_) {
     start_watch();
     next_rewatch_ns_ = now + kRewatchEveryNs;
   }
-  if (probe_comp_ == nullptr && now >= next_probe_ns_ && !stop_.load(std::memory_order_relaxed)) start_probe_write(now);
+  if (probe_comp_ == nullptr && now >= next_probe_ns_ && !stop_.load(std::memory_order_relaxed))
+    start_probe_write(now);
   for (std::size_t i = 0; i < fenced_.size();) {
     PendingOp& op = ops_[fenced_[i]];
     if (op.fence_until_ns <= now || stop_.load(std::memory_order_relaxed)) {
@@ -302,9 +307,13 @@ void Worker::start(const Submission& s) {
   }
 }
 
-void Worker::start_probe(PendingOp& op) { start_read_op(op, Phase::kProbe, op.scratch, kInlineRead); }
+void Worker::start_probe(PendingOp& op) {
+  start_read_op(op, Phase::kProbe, op.scratch, kInlineRead);
+}
 
-void Worker::start_read(PendingOp& op) { start_read_op(op, Phase::kRead, op.fill.data, op.fill.size); }
+void Worker::start_read(PendingOp& op) {
+  start_read_op(op, Phase::kRead, op.fill.data, op.fill.size);
+}
 
 // One read op: stat, every xattr (the checksum) and the first `len` bytes into `into`, atomically.
 void Worker::start_read_op(PendingOp& op, Phase phase, std::byte* into, std::size_t len) {
@@ -329,10 +338,12 @@ void Worker::start_write(PendingOp& op) {
   // librados copies the bytes into its own buffer here (the C API's write_full appends to a bufferlist);
   // docs/store.md says why we do not hand it the cache block itself.
   static const char kEmpty[1] = {0};
-  rados_write_op_write_full(op.write_op, v.size == 0 ? kEmpty : reinterpret_cast<const char*>(v.data), v.size);
+  rados_write_op_write_full(op.write_op, v.size == 0 ? kEmpty : reinterpret_cast<const char*>(v.data),
+                            v.size);
   rados_write_op_setxattr(op.write_op, kCrcXattr, op.crc_text, 8);
   const std::string oid = object_name(op.sub.key_view());
-  if (rados_aio_write_op_operate(op.write_op, io_, op.comp, oid.c_str(), nullptr, 0) != 0) write_done(op, -EIO);
+  if (rados_aio_write_op_operate(op.write_op, io_, op.comp, oid.c_str(), nullptr, 0) != 0)
+    write_done(op, -EIO);
 }
 
 void Worker::start_remove(PendingOp& op) {
@@ -341,7 +352,8 @@ void Worker::start_remove(PendingOp& op) {
   op.write_op = rados_create_write_op();
   rados_write_op_remove(op.write_op);
   const std::string oid = object_name(op.sub.key_view());
-  if (rados_aio_write_op_operate(op.write_op, io_, op.comp, oid.c_str(), nullptr, 0) != 0) write_done(op, -EIO);
+  if (rados_aio_write_op_operate(op.write_op, io_, op.comp, oid.c_str(), nullptr, 0) != 0)
+    write_done(op, -EIO);
 }
 
 // The invalidations of every write that committed in one turn go out as one notify: a notify costs the OSD

@@ -1,5 +1,7 @@
 // The RADOS backend through the storage interface, against a real single-node cluster (the ceph_cluster
 // ctest fixture: tools/ceph-cluster, memstore, cephx). No RDMA: the test thread is the data-plane core.
+#include "services/storage/rados/rados_store.hpp"
+
 #include <rados/librados.h>
 
 #include <atomic>
@@ -7,7 +9,6 @@
 #include <thread>
 
 #include "services/storage/rados/invalidation.hpp"
-#include "services/storage/rados/rados_store.hpp"
 #include "tests/services/storage/rados/rados_test_util.hpp"
 
 namespace rdmagate::storage::rados {
@@ -59,7 +60,8 @@ class RadosStoreTest : public ::testing::Test {
     s.cores = cores;
     auto g = test::make_gateway(s, cache_bytes);
     if (g) {
-      EXPECT_TRUE(test::wait_ready(*g->rados)) << health_name(g->rados->health()) << " " << g->rados->last_error();
+      EXPECT_TRUE(test::wait_ready(*g->rados))
+          << health_name(g->rados->health()) << " " << g->rados->last_error();
     }
     return g;
   }
@@ -84,7 +86,8 @@ TEST_F(RadosStoreTest, PutGetDeleteAtEverySize) {
     const std::string key = "k" + std::to_string(size);
     const auto v = pattern(size, static_cast<std::uint32_t>(size));
     // Inline below 64 KiB, as the object service does, else reserve + commit as a chunked PUT.
-    ASSERT_EQ(size < 65536 ? put(g->core(), key, v, tag++) : put_reserved(g->core(), key, v, tag++), Status::kOk);
+    ASSERT_EQ(size < 65536 ? put(g->core(), key, v, tag++) : put_reserved(g->core(), key, v, tag++),
+              Status::kOk);
     std::vector<std::byte> got;
     ASSERT_EQ(get(g->core(), key, &got, tag++), Status::kOk);
     EXPECT_TRUE(got == v);
@@ -149,7 +152,8 @@ TEST_F(RadosStoreTest, ConcurrentWritersOfOneKeyLeaveOneWholeValueEverywhere) {
   // Two cores of gateway a and gateway b's core write the same key at once; every value is distinct.
   auto writer = [&](CoreStorage* s, std::uint32_t id) {
     for (int i = 0; i < kRounds; ++i) {
-      const auto v = pattern(3000 + id * 17 + static_cast<std::size_t>(i), id * 1000 + static_cast<std::uint32_t>(i));
+      const auto v =
+          pattern(3000 + id * 17 + static_cast<std::size_t>(i), id * 1000 + static_cast<std::uint32_t>(i));
       EXPECT_EQ(put(*s, "hot", v, id * 100000 + static_cast<std::uint64_t>(i)), Status::kOk);
     }
   };
@@ -176,8 +180,8 @@ TEST_F(RadosStoreTest, ConcurrentWritersOfOneKeyLeaveOneWholeValueEverywhere) {
   bool matches_one = false;
   for (std::uint32_t id = 1; id <= 3 && !matches_one; ++id) {
     for (int i = 0; i < kRounds && !matches_one; ++i) {
-      matches_one = pattern(3000 + id * 17 + static_cast<std::size_t>(i), id * 1000 + static_cast<std::uint32_t>(i)) ==
-                    in_rados;
+      matches_one = pattern(3000 + id * 17 + static_cast<std::size_t>(i),
+                            id * 1000 + static_cast<std::uint32_t>(i)) == in_rados;
     }
   }
   EXPECT_TRUE(matches_one) << "the stored value is none of the values written";
@@ -253,7 +257,7 @@ TEST_F(RadosStoreTest, ACacheSmallerThanTheDataSetEvictsAndEveryByteReadsBack) {
   EXPECT_GT(g->cache->stats().evictions, 0u);
   EXPECT_GT(g->rados->stats().cache_misses, 0u);
   EXPECT_EQ(g->rados->stats().ops[static_cast<unsigned>(protocol::ObjectOp::kPut)]
-                                  [static_cast<unsigned>(Status::kNoSpace)],
+                                 [static_cast<unsigned>(Status::kNoSpace)],
             0u);
 }
 
@@ -270,7 +274,8 @@ TEST_F(RadosStoreTest, EveryLeaseGoesBack) {
   ASSERT_EQ(g->core().reserve("aborted", 100000, tag++, &l), Status::kOk);
   g->core().abort(&l);
   EXPECT_EQ(l.token, Lease::kNoToken);
-  for (std::uint32_t i = 0; i < 20; ++i) ASSERT_EQ(remove(g->core(), "l" + std::to_string(i), tag++), Status::kOk);
+  for (std::uint32_t i = 0; i < 20; ++i)
+    ASSERT_EQ(remove(g->core(), "l" + std::to_string(i), tag++), Status::kOk);
   const store::StoreStats st = g->cache->stats();
   EXPECT_EQ(st.objects, 0u);
   EXPECT_EQ(st.used_bytes, 0u) << "a reservation or pin was not given back";
@@ -339,7 +344,9 @@ TEST(InvalidationPayload, KeysRoundTripAndMalformedPayloadsAreRefused) {
   const auto refused = [](std::string_view p) { return !for_each_key(p, [](std::string_view) {}); };
   EXPECT_TRUE(refused(""));
   EXPECT_TRUE(refused(std::string_view("\0", 1)));  // a zero length
-  EXPECT_TRUE(refused("\x03" "ab"));                 // runs past the end
+  EXPECT_TRUE(
+      refused("\x03"
+              "ab"));                                    // runs past the end
   EXPECT_TRUE(refused("\xfb" + std::string(251, 'x')));  // 251: above the key limit
 }
 
