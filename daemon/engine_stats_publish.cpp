@@ -97,8 +97,6 @@ void publish_store_stats(const store::StoreStats& s, telemetry::CoreStats& b) no
 
 void publish_rados_stats(const storage::rados::RadosStats& s, telemetry::CoreStats& b) noexcept {
   using telemetry::Stat;
-  static_assert(storage::rados::RadosStats::kLatencyKinds == telemetry::kRadosOpKindNames.size());
-  static_assert(storage::rados::RadosStats::kLatencyBuckets == telemetry::LatencyHistogram::kBuckets);
   for (std::size_t op = 0; op < protocol::kObjectOpCount; ++op) {
     for (std::size_t st = 0; st < store::kStatusCount; ++st) {
       b.set(telemetry::store_op_stat(static_cast<protocol::ObjectOp>(op), st), s.ops[op][st]);
@@ -117,12 +115,12 @@ void publish_rados_stats(const storage::rados::RadosStats& s, telemetry::CoreSta
   b.set(Stat::kRadosOpsInFlight, s.rados_ops_inflight);
   b.set(Stat::kRadosReady, s.health == storage::rados::Health::kReady ? 1 : 0);
   b.set(Stat::kRadosWorkerWakeups, s.worker_wakeups);
-  for (std::size_t k = 0; k < storage::rados::RadosStats::kLatencyKinds; ++k) {
+  for (std::size_t k = 0; k < s.latency.size(); ++k) {
     telemetry::LatencyHistogram& h = b.request_duration[telemetry::kRadosHistogramFirst + k];
     for (std::size_t i = 0; i < telemetry::LatencyHistogram::kBuckets; ++i) {
-      std::atomic_ref<std::uint64_t>(h.buckets[i]).store(s.latency_buckets[k][i], std::memory_order_relaxed);
+      std::atomic_ref<std::uint64_t>(h.buckets[i]).store(s.latency[k].buckets[i], std::memory_order_relaxed);
     }
-    std::atomic_ref<std::uint64_t>(h.sum_ns).store(s.latency_sum_ns[k], std::memory_order_relaxed);
+    std::atomic_ref<std::uint64_t>(h.sum_ns).store(s.latency[k].sum_ns, std::memory_order_relaxed);
   }
 }
 

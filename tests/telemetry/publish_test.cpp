@@ -404,9 +404,9 @@ TEST(PublishRados, CountersGaugesAndLatencyHistograms) {
   s.worker_wakeups = 21;
   s.rados_ops_inflight = 22;
   s.health = storage::rados::Health::kReady;
-  s.latency_buckets[1][0] = 3;  // write, le 1.024e-06
-  s.latency_buckets[1][2] = 4;  // write, le 4.096e-06
-  s.latency_sum_ns[1] = 10'000;
+  s.latency[1].buckets[0] = 3;  // write, le 1.024e-06
+  s.latency[1].buckets[2] = 4;  // write, le 4.096e-06
+  s.latency[1].sum_ns = 10'000;
   control::publish_rados_stats(s, *ctl);
 
   const auto e = scrape(collector);

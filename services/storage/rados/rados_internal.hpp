@@ -362,8 +362,7 @@ class Worker {
   std::atomic<std::uint64_t> ops_count_[protocol::kObjectOpCount][kStatusCount] = {};
   std::atomic<std::uint64_t> misses_{0}, fills_{0}, fill_skipped_{0}, inval_rx_{0}, notifies_sent_{0},
       notify_timeouts_{0}, resets_{0}, crc_bad_{0}, rados_errors_{0}, inflight_{0};
-  std::atomic<std::uint64_t> lat_buckets_[RadosStats::kLatencyKinds][RadosStats::kLatencyBuckets] = {};
-  std::atomic<std::uint64_t> lat_sum_[RadosStats::kLatencyKinds] = {};
+  std::array<telemetry::LatencyHistogram, telemetry::kRadosOpKindNames.size()> latency_{};  // single writer
 };
 
 }  // namespace rdmagate::storage::rados

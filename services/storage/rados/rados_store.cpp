@@ -236,11 +236,11 @@ RadosStats Worker::stats() const noexcept {
   st.rados_errors = rados_errors_.load(std::memory_order_relaxed);
   st.worker_wakeups = wakeups_.load(std::memory_order_relaxed);
   st.rados_ops_inflight = inflight_.load(std::memory_order_relaxed);
-  for (std::size_t k = 0; k < RadosStats::kLatencyKinds; ++k) {
-    for (std::size_t b = 0; b < RadosStats::kLatencyBuckets; ++b) {
-      st.latency_buckets[k][b] = lat_buckets_[k][b].load(std::memory_order_relaxed);
+  for (std::size_t k = 0; k < latency_.size(); ++k) {
+    for (std::size_t b = 0; b < telemetry::LatencyHistogram::kBuckets; ++b) {
+      st.latency[k].buckets[b] = telemetry::LatencyHistogram::read(latency_[k].buckets[b]);
     }
-    st.latency_sum_ns[k] = lat_sum_[k].load(std::memory_order_relaxed);
+    st.latency[k].sum_ns = telemetry::LatencyHistogram::read(latency_[k].sum_ns);
   }
   st.health = health();
   return st;

@@ -9,6 +9,7 @@
 // storage::Completion onto the owning core's CompletionQueue. No core ever blocks on RADOS or takes a lock
 // a librados thread holds.
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -18,6 +19,7 @@
 
 #include "protocol/object_op.hpp"
 #include "services/storage/storage.hpp"
+#include "telemetry/stats.hpp"
 
 namespace rdmagate::store {
 class Store;
@@ -67,15 +69,10 @@ struct RadosStats {
   std::uint64_t rados_errors = 0;    // librados ops that ended with an error other than ENOENT
   std::uint64_t worker_wakeups = 0;  // futex wakes the cores issued (the worker was asleep)
   std::uint64_t rados_ops_inflight = 0;
-  // librados op latency by kind (submit to callback), nanoseconds, log2 buckets from 1 us.
-  static constexpr std::size_t kLatencyKinds = 4;  // read, write, remove, notify
-  static constexpr std::size_t kLatencyBuckets = 26;
-  std::uint64_t latency_buckets[kLatencyKinds][kLatencyBuckets] = {};
-  std::uint64_t latency_sum_ns[kLatencyKinds] = {};
+  // librados op latency (submit to callback) by telemetry::kRadosOpKindNames: read, write, remove, notify.
+  std::array<telemetry::LatencyHistogram, telemetry::kRadosOpKindNames.size()> latency{};
   Health health = Health::kConnecting;
 };
-inline constexpr const char* kLatencyKindNames[RadosStats::kLatencyKinds] = {"read", "write", "remove",
-                                                                             "notify"};
 
 class Worker;
 

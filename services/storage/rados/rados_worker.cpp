@@ -17,12 +17,6 @@ constexpr std::uint64_t kSpinNs = 20000;  // keep polling this long after the la
 constexpr std::uint64_t kProbeEveryNs = 1000 * kMs;
 constexpr std::uint64_t kRewatchEveryNs = 500 * kMs;
 
-std::size_t latency_bucket(std::uint64_t ns) noexcept {
-  if (ns <= 1024) return 0;
-  const auto i = static_cast<std::size_t>(std::bit_width(ns - 1)) - 10;
-  return i < RadosStats::kLatencyBuckets - 1 ? i : RadosStats::kLatencyBuckets - 1;
-}
-
 std::size_t hash_key(std::string_view key) noexcept {
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a: only spreads keys over the generation slots
   for (const char c : key) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
@@ -671,9 +665,6 @@ void Worker::reset_cache() {
   bump(resets_);
 }
 
-void Worker::observe(std::size_t kind, std::uint64_t ns) noexcept {
-  bump(lat_buckets_[kind][latency_bucket(ns)]);
-  bump(lat_sum_[kind], ns);
-}
+void Worker::observe(std::size_t kind, std::uint64_t ns) noexcept { latency_[kind].observe_ns(ns); }
 
 }  // namespace rdmagate::storage::rados
