@@ -201,8 +201,7 @@ struct PendingOp {
   Submission sub;
   Phase phase = Phase::kFree;
   std::uint32_t attempts = 0;
-  std::uint64_t key_gen = 0;  // the key's invalidation generation when a GET started
-  std::uint64_t started_ns = 0;
+  std::uint64_t key_gen = 0;  // the key's invalidation generation when the op started
   std::uint64_t rados_started_ns = 0;
   std::uint64_t fence_until_ns = 0;
   rados_completion_t comp = nullptr;
@@ -295,6 +294,7 @@ class Worker {
   void release_rados(PendingOp& op);
   bool parse_crc(PendingOp& op);
 
+  static std::size_t gen_slot(std::string_view key) noexcept;  // the key's slot in gens_ and mutating_
   std::uint64_t key_gen(std::string_view key) const noexcept;
   void invalidate(std::string_view key);
   void reset_cache();
@@ -338,7 +338,6 @@ class Worker {
   std::uint64_t next_rewatch_ns_ = 0;
   rados_completion_t probe_comp_ = nullptr;
   CallbackArg probe_arg_{};
-  std::uint64_t probe_started_ns_ = 0;
   std::uint64_t next_probe_ns_ = 0;
   bool probe_ok_ = false;
   std::uint64_t next_connect_ns_ = 0;

@@ -188,10 +188,9 @@ void Worker::tick(std::uint64_t now) {
       // Trusted until the last confirmation plus 90% of the lease (the rest covers the OSD's clock rate).
       const std::uint64_t confirmed = now - std::min<std::uint64_t>(now, std::uint64_t(ms) * kMs);
       const std::uint64_t until = confirmed + std::uint64_t{s_.cache_lease_ms} * kMs * 9 / 10;
-      const std::uint64_t tsc = rte_rdtsc();
-      const std::uint64_t left = until > steady_ns() ? until - steady_ns() : 0;
+      const std::uint64_t left = until > now ? until - now : 0;  // `now` is this tick's clock read
       trusted_until_tsc_.store(
-          left == 0 ? 0 : tsc + static_cast<std::uint64_t>(static_cast<double>(left) * tsc_per_ns_),
+          left == 0 ? 0 : rte_rdtsc() + static_cast<std::uint64_t>(static_cast<double>(left) * tsc_per_ns_),
           std::memory_order_release);
     }
   } else if (watch_ == WatchState::kNone && !stop_.load(std::memory_order_relaxed) &&
@@ -278,7 +277,6 @@ void Worker::start(const Submission& s) {
   PendingOp& op = ops_[slot];
   op.sub = s;
   op.attempts = 0;
-  op.started_ns = steady_ns();
   op.fill = {};
   switch (s.kind) {
     case OpKind::kGet:
@@ -291,7 +289,7 @@ void Worker::start(const Submission& s) {
       // Remote changes to the key seen after this (gen) or a local mutation beside this one (mutating_)
       // keep the result out of the cache: only a lone writer knows its value is RADOS's newest.
       op.key_gen = key_gen(s.key_view());
-      ++mutating_[hash_key(s.key_view()) % kGenSlots];
+      ++mutating_[gen_slot(s.key_view())];
       if (s.kind == OpKind::kPut) {
         start_write(op);
       } else {
@@ -573,7 +571,7 @@ bool Worker::verify_and_answer(PendingOp& op) {
     return false;
   }
   const std::string_view key = op.sub.key_view();
-  if (op.key_gen == key_gen(key) && mutating_[hash_key(key) % kGenSlots] == 0 && cache_trusted()) {
+  if (op.key_gen == key_gen(key) && mutating_[gen_slot(key)] == 0 && cache_trusted()) {
     store::PinnedValue pin;
     const Status st = cache_.commit(s_.cache_core, &op.fill, &pin);
     op.fill = {};
@@ -596,7 +594,7 @@ void Worker::write_done(PendingOp& op, int ret) {
   const bool is_put = op.phase == Phase::kWrite;
   release_rados(op);
   if (ret < 0) {
-    --mutating_[hash_key(op.sub.key_view()) % kGenSlots];
+    --mutating_[gen_slot(op.sub.key_view())];
     if (is_put) cache_.abort(&op.sub.value);
     if (ret == -ENOENT && !is_put) return finish(op, Status::kNotFound);
     return finish(op, ret == -EFBIG || ret == -EMSGSIZE ? Status::kTooLarge : Status::kUnavailable);
@@ -620,7 +618,7 @@ void Worker::notify_done(PendingOp& op, int ret) {
 
 void Worker::finish_mutation(PendingOp& op) {
   const std::string_view key = op.sub.key_view();
-  std::uint32_t& mutating = mutating_[hash_key(key) % kGenSlots];
+  std::uint32_t& mutating = mutating_[gen_slot(key)];
   const bool alone = mutating == 1 && op.key_gen == key_gen(key);
   --mutating;
   invalidate(key);
@@ -646,8 +644,12 @@ void Worker::finish(PendingOp& op, Status s, Lease lease) {
   free_.push_back(static_cast<std::uint32_t>(&op - ops_.data()));
 }
 
+std::size_t Worker::gen_slot(std::string_view key) noexcept {
+  return hash_key(key) % kGenSlots;
+}
+
 std::uint64_t Worker::key_gen(std::string_view key) const noexcept {
-  return epoch_ << 32 | gens_[hash_key(key) % kGenSlots];
+  return epoch_ << 32 | gens_[gen_slot(key)];
 }
 
 bool Worker::invalidate_all_of(const NotifyEvent& e) {
@@ -655,7 +657,7 @@ bool Worker::invalidate_all_of(const NotifyEvent& e) {
 }
 
 void Worker::invalidate(std::string_view key) {
-  ++gens_[hash_key(key) % kGenSlots];
+  ++gens_[gen_slot(key)];
   (void)cache_.drop(key);
 }
 
