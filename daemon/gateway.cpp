@@ -323,9 +323,9 @@ void Gateway::check_store() {
   if (!rados_) return;
   const storage::rados::Health h = rados_->health();
   const char* not_ready = h == storage::rados::Health::kReady ? nullptr : storage::rados::health_name(h);
-  if (not_ready == store_not_ready_ && health_ != nullptr) return;
+  if (not_ready == store_not_ready_) return;  // both start ready (null): a change is logged once
   store_not_ready_ = not_ready;
-  if (health_) health_->set_store_not_ready(not_ready ? not_ready : nullptr);
+  health_->set_store_not_ready(not_ready);
   if (not_ready == nullptr) {
     lg().info("rados backend ready", {{"pool", loaded_.config.store.rados.pool}});
   } else {
