@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "services/storage/rados/invalidation.hpp"
+#include "tests/services/storage/memory/store_test_util.hpp"
 #include "tests/services/storage/rados/rados_test_util.hpp"
 
 namespace rdmagate::storage::rados {
@@ -19,15 +20,7 @@ using test::put;
 using test::put_reserved;
 using test::remove;
 
-std::vector<std::byte> pattern(std::size_t size, std::uint32_t seed) {
-  std::vector<std::byte> v(size);
-  std::uint32_t x = seed * 2654435761u + 1;
-  for (std::size_t i = 0; i < size; ++i) {
-    x = x * 1664525u + 1013904223u;
-    v[i] = static_cast<std::byte>(x >> 24);
-  }
-  return v;
-}
+using store::test::pattern;
 
 // A direct librados handle (admin), as an operator's `rados` CLI would act behind the gateways' backs.
 struct Admin {
