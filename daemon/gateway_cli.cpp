@@ -10,7 +10,7 @@ namespace rdmagate::control {
 
 namespace {
 
-enum OptionId : int { kOptConfig = 1000, kOptCheck, kOptSet, kOptVersion, kOptHelp };
+enum OptionId : int { kOptConfig = 1000, kOptCheck, kOptPrint, kOptSet, kOptVersion, kOptHelp = 'h' };
 
 }  // namespace
 
@@ -24,30 +24,37 @@ std::string version_text() {
 
 std::string usage_text(std::string_view program) {
   const std::string p(program.empty() ? "rdmagate" : program);
-  return "usage: " + p + " --config FILE [--set KEY=VALUE]...\n" + "       " + p +
-         " --check-config FILE [--set KEY=VALUE]...\n" + "       " + p +
-         " --version | --help\n"
+  const std::string def(kDefaultConfigPath);
+  return "usage: " + p + " [--config FILE] [--set KEY=VALUE]...\n" + "       " + p +
+         " --check-config FILE [--print] [--set KEY=VALUE]...\n" + "       " + p +
+         " --version | -h | --help\n"
          "\n"
          "rdmagate: polled-mode RDMA gateway and object store.\n"
          "\n"
          "  --config FILE         run the gateway with the YAML configuration FILE\n"
-         "  --check-config FILE   load and validate FILE (with the --set overrides), print the effective\n"
-         "                        configuration with the origin of every value, exit 0 if valid, 1 if not;\n"
-         "                        touches no RDMA device and starts no DPDK\n"
+         "                        (default " +
+         def +
+         ")\n"
+         "  --check-config FILE   load and validate FILE (with the --set overrides), exit 0 if valid, 78 if\n"
+         "                        not (every error listed); touches no RDMA device and starts no DPDK\n"
+         "  --print               with --check-config: also print the effective configuration, every key\n"
+         "                        with its value and where that came from (default, file or --set)\n"
          "  --set KEY=VALUE       override one key after the file is read (repeatable; the last one wins);\n"
          "                        VALUE is YAML: --set dataplane.cores=1-3 --set "
          "'listen.addresses=[\"::1\"]'\n"
          "  --version             print the version\n"
-         "  --help                print this help\n"
+         "  -h, --help            print this help\n"
          "\n"
          "Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP re-reads the file and applies the [live] keys.\n"
-         "Keys, units and defaults: conf/README.md.\n";
+         "The annotated example configuration shipped with rdmagate describes every key, its unit and its\n"
+         "default; --check-config FILE --print shows the values in effect and where each came from.\n";
 }
 
 CliParse parse_cli(int argc, char* const* argv) {
   static const option kLong[] = {
       {"config", required_argument, nullptr, kOptConfig},
       {"check-config", required_argument, nullptr, kOptCheck},
+      {"print", no_argument, nullptr, kOptPrint},
       {"set", required_argument, nullptr, kOptSet},
       {"version", no_argument, nullptr, kOptVersion},
       {"help", no_argument, nullptr, kOptHelp},
@@ -61,9 +68,10 @@ CliParse parse_cli(int argc, char* const* argv) {
   opterr = 0;
   // "+": stop at the first non-option, which is then reported as unexpected rather than permuted away.
   // ":" first: a missing argument returns ':' rather than '?', so the two errors read differently.
+  // "h": -h is --help (kOptHelp is 'h'), the one short option an operator tries first.
   for (;;) {
     int index = -1;
-    const int c = getopt_long(argc, argv, "+:", kLong, &index);
+    const int c = getopt_long(argc, argv, "+:h", kLong, &index);
     if (c == -1) break;
     switch (c) {
       case kOptConfig:
@@ -92,6 +100,9 @@ CliParse parse_cli(int argc, char* const* argv) {
         o.overrides.emplace_back(v);
         break;
       }
+      case kOptPrint:
+        o.print_config = true;
+        break;
       case kOptVersion:
         version = true;
         break;
@@ -122,14 +133,17 @@ CliParse parse_cli(int argc, char* const* argv) {
   } else if (run && check) {
     r.error = "--config and --check-config exclude each other";
     return r;
-  } else if (run) {
-    o.mode = CliMode::kRun;
+  } else if (o.print_config && !check) {
+    r.error = "--print needs --check-config FILE";
+    return r;
   } else if (check) {
     o.mode = CliMode::kCheckConfig;
   } else {
-    r.error = o.overrides.empty() ? "nothing to do: give --config FILE or --check-config FILE"
-                                  : "--set needs --config FILE or --check-config FILE";
-    return r;
+    o.mode = CliMode::kRun;
+    if (!run) {
+      o.config_path = kDefaultConfigPath;
+      o.config_path_is_default = true;
+    }
   }
   r.ok = true;
   return r;

@@ -1,12 +1,13 @@
 #pragma once
 // The rdmagate command line, parsed without EAL, verbs or a config file, so host unit tests cover it.
 //
-//   rdmagate --config FILE [--set KEY=VALUE]...        run the gateway
-//   rdmagate --check-config FILE [--set KEY=VALUE]...  load and validate, print the effective config, exit
-//   rdmagate --version | --help
+//   rdmagate [--config FILE] [--set KEY=VALUE]...                 run the gateway (FILE: kDefaultConfigPath)
+//   rdmagate --check-config FILE [--print] [--set KEY=VALUE]...   load and validate, exit; --print also
+//                                                                 prints the effective config
+//   rdmagate --version | --help | -h
 //
 // Why getopt_long and not CLI11: CLI11 is not among the build dependencies (Debian 12 packages it, but
-// nothing else here needs it), and four options with one repeatable one are exactly what getopt_long does.
+// nothing else here needs it), and a handful of options with one repeatable one are what getopt_long does.
 // DPDK's own options never reach this parser: the daemon builds EAL's argument vector from the config.
 
 #include <string>
@@ -15,16 +16,21 @@
 
 namespace rdmagate::control {
 
+// Where the packages put the config (the container image, the systemd unit's ExecStart, deploy/README.md).
+inline constexpr std::string_view kDefaultConfigPath = "/etc/rdmagate/rdmagate.yaml";
+
 enum class CliMode : unsigned char {
-  kRun,          // --config FILE
+  kRun,          // --config FILE, or no mode option at all
   kCheckConfig,  // --check-config FILE
   kVersion,      // --version
-  kHelp,         // --help
+  kHelp,         // --help, -h
 };
 
 struct CliOptions {
   CliMode mode = CliMode::kHelp;
   std::string config_path;
+  bool config_path_is_default = false;  // kRun without --config: a missing file then needs a hint
+  bool print_config = false;            // --print: kCheckConfig prints the effective config
   std::vector<std::string> overrides;  // --set values in order ("key=value"), for conf::LoadOptions
 };
 

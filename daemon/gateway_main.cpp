@@ -2,12 +2,15 @@
 // what starts in which order, conf/README.md for the configuration.
 //
 // Exit codes: 0 after a SIGTERM/SIGINT drain, after --check-config of a valid file, --help and --version;
-// 78 (EX_CONFIG) for a configuration error (every error listed, each naming file, line and key), so that a
-// supervisor does not retry what only an edit can fix (the systemd unit's RestartPreventExitStatus=78);
+// 78 (EX_CONFIG) for a configuration error (every error listed, each naming file, line and key) and for a
+// missing default config file, so that a supervisor does not retry what only an edit can fix (the systemd
+// unit's RestartPreventExitStatus=78);
 // 1 for a startup failure (device, memory, EAL: a retry may succeed); 2 for a command-line error. A
 // configuration error is always reported before any device, EAL or thread is touched.
 #include <sysexits.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -40,6 +43,14 @@ int rdmagate_main(int argc, char** argv) {
       break;
   }
 
+  // The loader would say "cannot read: No such file or directory" about a path the operator never typed.
+  if (o.config_path_is_default && access(o.config_path.c_str(), F_OK) != 0 && errno == ENOENT) {
+    std::cerr << "rdmagate: no --config given and the default configuration " << o.config_path
+              << " does not exist; not started\n"
+              << "install one there (an empty file selects every default) or give --config FILE\n";
+    return EX_CONFIG;
+  }
+
   conf::LoadOptions load;
   load.overrides = o.overrides;
   load.host = conf::readHostFacts();
@@ -51,7 +62,9 @@ int rdmagate_main(int argc, char** argv) {
     return EX_CONFIG;
   }
   if (o.mode == control::CliMode::kCheckConfig) {
-    std::cout << conf::dumpConfig(loaded->config, &loaded->origins);
+    // Quiet unless asked: a check before every start (a unit's ExecStartPre, an init container) would
+    // otherwise put the whole configuration into the log each time.
+    if (o.print_config) std::cout << conf::dumpConfig(loaded->config, &loaded->origins);
     std::cerr << "rdmagate: " << o.config_path << ": configuration is valid\n";
     return 0;
   }

@@ -14,6 +14,7 @@ using namespace rdmagate::control;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 CliParse parse(std::initializer_list<const char*> args) {
   std::vector<std::string> store{"rdmagate"};
@@ -29,7 +30,28 @@ TEST(Cli, ConfigRuns) {
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.options.mode, CliMode::kRun);
   EXPECT_EQ(r.options.config_path, "/etc/rdmagate/rdmagate.yaml");
+  EXPECT_FALSE(r.options.config_path_is_default);
   EXPECT_THAT(r.options.overrides, IsEmpty());
+}
+
+TEST(Cli, NoConfigRunsTheDefaultPath) {
+  for (const CliParse& r : {parse({}), parse({"--set", "logging.level=debug"})}) {
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.options.mode, CliMode::kRun);
+    EXPECT_EQ(r.options.config_path, "/etc/rdmagate/rdmagate.yaml");
+    EXPECT_TRUE(r.options.config_path_is_default);
+  }
+  EXPECT_THAT(usage_text("rdmagate"), HasSubstr("(default /etc/rdmagate/rdmagate.yaml)"));
+}
+
+TEST(Cli, CheckConfigPrintsOnlyWhenAsked) {
+  const CliParse quiet = parse({"--check-config", "x.yaml"});
+  ASSERT_TRUE(quiet.ok) << quiet.error;
+  EXPECT_FALSE(quiet.options.print_config);
+  const CliParse printed = parse({"--print", "--check-config", "x.yaml"});
+  ASSERT_TRUE(printed.ok) << printed.error;
+  EXPECT_EQ(printed.options.mode, CliMode::kCheckConfig);
+  EXPECT_TRUE(printed.options.print_config);
 }
 
 TEST(Cli, EqualsFormAndRepeatedSetKeepOrder) {
@@ -51,6 +73,7 @@ TEST(Cli, SetValueMayContainEqualsAndYaml) {
 TEST(Cli, VersionAndHelp) {
   EXPECT_EQ(parse({"--version"}).options.mode, CliMode::kVersion);
   EXPECT_EQ(parse({"--help"}).options.mode, CliMode::kHelp);
+  EXPECT_EQ(parse({"-h"}).options.mode, CliMode::kHelp);
   // Help wins over everything else, so "--config x --help" explains rather than starts.
   const CliParse r = parse({"--config", "x.yaml", "--help"});
   ASSERT_TRUE(r.ok);
@@ -58,9 +81,13 @@ TEST(Cli, VersionAndHelp) {
   EXPECT_THAT(version_text(), HasSubstr("rdmagate "));
   EXPECT_FALSE(version_string().empty());
   const std::string u = usage_text("rdmagate");
-  for (const char* opt : {"--config FILE", "--check-config FILE", "--set KEY=VALUE", "--version", "--help"}) {
+  for (const char* opt :
+       {"--config FILE", "--check-config FILE", "--print", "--set KEY=VALUE", "--version", "-h, --help"}) {
     EXPECT_THAT(u, HasSubstr(opt));
   }
+  // The help is read where the binary is installed, without the source tree.
+  EXPECT_THAT(u, Not(HasSubstr("README")));
+  EXPECT_THAT(u, Not(HasSubstr(".md")));
 }
 
 TEST(Cli, Errors) {
@@ -69,8 +96,8 @@ TEST(Cli, Errors) {
     const char* error;
   };
   const Case cases[] = {
-      {{}, "nothing to do: give --config FILE or --check-config FILE"},
-      {{"--set", "a.b=1"}, "--set needs --config FILE or --check-config FILE"},
+      {{"--print"}, "--print needs --check-config FILE"},
+      {{"--config", "a", "--print"}, "--print needs --check-config FILE"},
       {{"--config", "a", "--check-config", "b"}, "--config and --check-config exclude each other"},
       {{"--config", "a", "--config", "b"}, "--config given twice"},
       {{"--config", ""}, "--config: empty file name"},
@@ -82,6 +109,7 @@ TEST(Cli, Errors) {
        "--set =1: expected KEY=VALUE, e.g. --set dataplane.queue_depth=128"},
       {{"--config", "a", "--bogus"}, "unknown option --bogus"},
       {{"-c", "a"}, "unknown option -c"},
+      {{"-h", "x"}, "unexpected argument \"x\""},
       {{"--config", "a", "extra"}, "unexpected argument \"extra\""},
   };
   for (const Case& c : cases) {
