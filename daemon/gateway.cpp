@@ -352,6 +352,30 @@ void Gateway::check_port() {
   }
 }
 
+void Gateway::check_watchdog(Clock::time_point now) {
+  std::vector<CorePolls> progress;
+  for (const telemetry::StatsCollector::CoreProgress& p : collector_->core_progress()) {
+    progress.push_back({p.core, p.polls});
+  }
+  const std::uint32_t stall_ms = loaded_.config.telemetry.core_stall_ms;
+  WatchdogCheck c =
+      control::check_watchdog(watchdog_seen_, progress, now, std::chrono::milliseconds(stall_ms));
+  watchdog_seen_ = std::move(c.seen);
+  if (c.ping) {
+    notify("WATCHDOG=1");
+    if (watchdog_withheld_) lg().info("watchdog resumed: every data-plane core makes progress", {});
+    watchdog_withheld_ = false;
+    return;
+  }
+  if (watchdog_withheld_) return;
+  watchdog_withheld_ = true;
+  std::string cores;
+  for (const unsigned core : c.stalled) cores += (cores.empty() ? "" : ",") + std::to_string(core);
+  // Error level: unless the core moves again, systemd kills the daemon within WatchdogSec from here.
+  lg().error("watchdog withheld: a data-plane core made no progress",
+             {{"cores", cores}, {"core_stall_ms", stall_ms}, {"watchdog_usec", watchdog_usec_}});
+}
+
 void Gateway::apply_live(const conf::Config& c) {
   lg().set_level(c.logging.level);
   allowed_ = c.security.allowed_clients;
@@ -429,9 +453,16 @@ int Gateway::run() {
   notify("READY=1\nSTATUS=listening on port " + std::to_string(loaded_.config.listen.port));
   // After READY=1, so that a probe that sees ready never precedes systemd's notion of it.
   health_->set_listeners_up(true);
-  lg().info("ready", {{"version", version_string()}, {"pid", static_cast<long>(getpid())}});
+  // WATCHDOG_USEC is set by systemd for WatchdogSec=; the first check comes at once, as systemd starts
+  // counting at READY=1.
+  if (sd_watchdog_enabled(0, &watchdog_usec_) <= 0) watchdog_usec_ = 0;
+  const auto watchdog_every = watchdog_ping_interval(watchdog_usec_);
+  lg().info("ready", {{"version", version_string()},
+                      {"pid", static_cast<long>(getpid())},
+                      {"watchdog_usec", watchdog_usec_}});
   auto next_publish = Clock::now() + kPublishEvery;
   auto next_port_check = Clock::now() + kPortCheckEvery;
+  auto next_watchdog = Clock::now();
   for (;;) {
     engine_->poll_st(5);
     signalfd_siginfo si{};
@@ -449,6 +480,10 @@ int Gateway::run() {
     if (now >= next_port_check) {
       check_port();
       next_port_check = now + kPortCheckEvery;
+    }
+    if (watchdog_usec_ != 0 && now >= next_watchdog) {
+      check_watchdog(now);
+      next_watchdog = now + watchdog_every;
     }
   }
 }

@@ -11,7 +11,9 @@
 //   3. the store on one HugeBuffer of store.capacity_mib plus its metadata;
 //   4. the engine (one core per dataplane.cores entry), the store arena registered IBV_ACCESS_LOCAL_WRITE;
 //   5. telemetry (/metrics, /healthz, /readyz), then the cores launch, then the listeners;
-//   6. READY=1 to systemd once the listeners are up and every core runs.
+//   6. READY=1 to systemd once the listeners are up and every core runs; then, when the unit sets
+//      WatchdogSec=, WATCHDOG=1 at half that interval for as long as every core makes progress
+//      (daemon/watchdog.hpp).
 //
 // Threads: everything here runs on the main lcore (the control thread), except the data-plane cores and
 // civetweb's HTTP threads. SIGTERM, SIGINT and SIGHUP are blocked in every thread (block_daemon_signals,
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "conf/conf.hpp"
+#include "daemon/watchdog.hpp"
 
 namespace rdmagate::dataplane {
 class EalRuntime;
@@ -79,12 +82,18 @@ class Gateway {
   void publish_stats();
   void check_port();
   void check_store();
+  void check_watchdog(std::chrono::steady_clock::time_point now);
   int stop(int signo);
 
   conf::LoadedConfig loaded_;  // the running configuration (restart-only keys as started)
   Options opts_;
   std::vector<conf::Cidr> allowed_;  // security.allowed_clients; control thread only (read by admit)
   bool port_active_ = false;
+  // systemd's watchdog: WATCHDOG_USEC (0: WatchdogSec= not set), the samples of the last check, and whether
+  // the ping is being withheld (logged once per stall). Control thread only.
+  std::uint64_t watchdog_usec_ = 0;
+  std::vector<CoreSeen> watchdog_seen_;
+  bool watchdog_withheld_ = false;
 
   // Declaration order is teardown order reversed: the HTTP server goes first (it reads the stats blocks),
   // the engine before the services, store and region it uses, EAL last.

@@ -146,6 +146,8 @@ expect "unit: ExecReload sends SIGHUP" svc 'ExecReload=/bin/kill -HUP $MAINPID'
 expect "unit: LimitMEMLOCK=infinity" svc "LimitMEMLOCK=infinity"
 expect "unit: ambient CAP_IPC_LOCK" svc "AmbientCapabilities=CAP_IPC_LOCK"
 expect "unit: Restart=on-failure" svc "Restart=on-failure"
+expect "unit: WatchdogSec= set (the daemon pings only while every core makes progress)" \
+  sh -c "sed -n '/^\[Service\]/,/^\[/p' '$unit' | grep -qE '^WatchdogSec=[1-9][0-9]*s?$'"
 stop=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)$/\1/p' "$unit")
 expect "unit: TimeoutStopSec=${stop:-?} >= 30 (above the drain)" test "${stop:-0}" -ge 30
 expect "unit: no PrivateDevices (it hides /dev/infiniband)" \
