@@ -190,6 +190,49 @@ got=$(RDMAGATE_CPUS_ALLOWED=2-4 ep --config f.yaml)
 expect "entrypoint: passes through without RDMAGATE_CORES_FROM_AFFINITY [$got]" test "$got" = "--config f.yaml "
 got=$(RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPUS_ALLOWED=2-4 ep --version)
 expect "entrypoint: --version passes through [$got]" test "$got" = "--version "
+got=$(RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPUS_ALLOWED=2-4 ep)
+expect "entrypoint: no arguments (the daemon's default config) still gets the lcores [$got]" \
+  test "$got" = "--set eal.main_lcore=2 --set dataplane.cores=3,4 "
+
+# Entrypoint log lines: in the daemon's logging.format, read from the config it is given (or --set).
+# Every line of the file is one JSON object in the daemon's layout (python3: parsed; else its shape).
+all_json() {
+  [ -s "$1" ] || return 1
+  if [ "$have_python" = 1 ]; then
+    python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    assert list(o) == ["ts", "level", "msg", "component"] and o["component"] == "entrypoint", line' "$1"
+  else
+    ! grep -qv '^{"ts":"[^"]*","level":"[a-z]*","msg":".*","component":"entrypoint"}$' "$1"
+  fi
+}
+all_logfmt() { [ -s "$1" ] && ! grep -qvE '^ts=[^ ]+ level=[a-z]+ msg="([^"\\]|\\.)*" component=entrypoint$' "$1"; }
+ep_log() { # ep_log CPUS_ALLOWED args...: the entrypoint's stderr, in $tmp/ep.err
+  RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPUS_ALLOWED=$1 RDMAGATE_CPU_LIMIT=3 RDMAGATE_BIN=$tmp/stub \
+    "$c/rdmagate-entrypoint" "${@:2}" >/dev/null 2>"$tmp/ep.err"
+}
+printf 'logging:\n  level: info\n' >"$tmp/logfmt.yaml"
+printf 'dataplane:\n  format: json\nlogging:   # the section\n  # one JSON object per line\n  format: "json"  # for the collector\n' \
+  >"$tmp/json.yaml"
+ep_log 0-15 --config "$tmp/configmap-rdmagate.yaml"
+expect "entrypoint: JSON lines with the ConfigMap's config (logging.format: json)" all_json "$tmp/ep.err"
+expect "entrypoint: ... the warning and the lcore choice both" \
+  bash -c "[ \$(wc -l <'$tmp/ep.err') -eq 2 ] && grep -q '\"level\":\"warn\"' '$tmp/ep.err'"
+ep_log 0-15 --check-config="$tmp/json.yaml"
+expect "entrypoint: JSON lines for a quoted, commented format: under logging: (--check-config=FILE)" \
+  all_json "$tmp/ep.err"
+ep_log x-y --config "$tmp/json.yaml"
+expect "entrypoint: a message with quotes is still one JSON object" all_json "$tmp/ep.err"
+ep_log x-y --config "$tmp/logfmt.yaml"
+expect "entrypoint: logfmt without logging.format, quotes escaped [$(cat "$tmp/ep.err")]" all_logfmt "$tmp/ep.err"
+ep_log 0-15 --config "$tmp/logfmt.yaml" --set logging.format=json
+expect "entrypoint: --set logging.format=json overrides the file" all_json "$tmp/ep.err"
+ep_log 0-15 --set=logging.format=logfmt --config "$tmp/configmap-rdmagate.yaml"
+expect "entrypoint: --set=logging.format=logfmt overrides the ConfigMap's json" all_logfmt "$tmp/ep.err"
+ep_log 0-15 --config "$tmp/missing.yaml"
+expect "entrypoint: an unreadable config leaves it on logfmt" all_logfmt "$tmp/ep.err"
+
 for bad_list in 5 "x-y" ""; do
   RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPUS_ALLOWED=$bad_list RDMAGATE_BIN=$tmp/stub \
     "$c/rdmagate-entrypoint" --config f.yaml >/dev/null 2>&1
