@@ -154,10 +154,13 @@ struct RadosConfig {
   // not end within it is answered unavailable.
   std::uint32_t op_timeout_ms = 5000;
   // How long a PUT or DELETE waits for the other gateways to acknowledge its cache invalidation
-  // (watch/notify).
+  // (watch/notify). librados counts it in whole seconds (it divides by 1000, and the OSD takes 0 for its
+  // own 30 s default), so it is at least 1000 and used rounded up: notify_timeout_used_ms.
   std::uint32_t notify_timeout_ms = 2000;
   // How long this gateway may serve its cache after its watch was last confirmed; above notify_timeout_ms.
   std::uint32_t cache_lease_ms = 5000;
+
+  std::uint32_t notify_timeout_used_ms() const noexcept { return (notify_timeout_ms + 999) / 1000 * 1000; }
 
   bool operator==(const RadosConfig&) const = default;
 };

@@ -793,10 +793,11 @@ class Table {
                                         "client_mount_timeout; a request whose op takes longer is "
                                         "answered unavailable");
     add<UnsignedKey<Ra, std::uint32_t>>(
-        &radosSection, &Ra::notify_timeout_ms, "store.rados.notify_timeout_ms", "ms", 100u, 60000u, R,
-        "how long a PUT or DELETE waits for the other gateways to acknowledge the cache invalidation");
+        &radosSection, &Ra::notify_timeout_ms, "store.rados.notify_timeout_ms", "ms", 1000u, 60000u, R,
+        "how long a PUT or DELETE waits for the other gateways to acknowledge the cache invalidation; "
+        "rounded up to whole seconds");
     add<UnsignedKey<Ra, std::uint32_t>>(
-        &radosSection, &Ra::cache_lease_ms, "store.rados.cache_lease_ms", "ms", 500u, 600000u, R,
+        &radosSection, &Ra::cache_lease_ms, "store.rados.cache_lease_ms", "ms", 1500u, 600000u, R,
         "how long the cache is served after the watch was last confirmed; above notify_timeout_ms");
 
     add<BoolKey<T>>(&Config::telemetry, &T::enabled, "telemetry.enabled", R,

@@ -208,13 +208,18 @@ void checkStore(Checker& k) {
   // an error until then.
   const RadosConfig& r = s.rados;
   if (k.usable({"store.rados.cache_lease_ms", "store.rados.notify_timeout_ms"}) &&
-      r.cache_lease_ms <= r.notify_timeout_ms) {
+      r.cache_lease_ms <= r.notify_timeout_used_ms()) {
+    const std::string used =
+        r.notify_timeout_ms % 1000 == 0
+            ? std::string()
+            : " (" + std::to_string(r.notify_timeout_used_ms()) + " used: librados counts seconds)";
     k.conflict("store.rados.cache_lease_ms", "store.rados.notify_timeout_ms",
-               std::to_string(r.cache_lease_ms) +
-                   " must be greater than {other}, the longest a PUT or DELETE waits for the other gateways' "
+               std::to_string(r.cache_lease_ms) + " must be greater than {other}" + used +
+                   ", the longest a PUT or DELETE waits for the other gateways' "
                    "acknowledgements",
-               std::to_string(r.notify_timeout_ms) +
-                   " must be less than {other}, the time a gateway may serve its cache after its watch was "
+               std::to_string(r.notify_timeout_ms) + used +
+                   " must be less than {other}, the time a gateway may "
+                   "serve its cache after its watch was "
                    "last confirmed");
   }
 }

@@ -593,8 +593,8 @@ TEST(Integers, RadosTimeoutRanges) {
     const char* key;
     std::uint32_t lo, hi;
   };
-  for (const Case& c : {Case{"op_timeout_ms", 100, 600000}, Case{"notify_timeout_ms", 100, 60000},
-                        Case{"cache_lease_ms", 500, 600000}}) {
+  for (const Case& c : {Case{"op_timeout_ms", 100, 600000}, Case{"notify_timeout_ms", 1000, 60000},
+                        Case{"cache_lease_ms", 1500, 600000}}) {
     const std::string key = std::string("store.rados.") + c.key;
     auto at = [&](std::uint64_t v) {
       return errorsOf("store:\n  rados:\n    " + std::string(c.key) + ": " + std::to_string(v) + "\n");
@@ -607,7 +607,7 @@ TEST(Integers, RadosTimeoutRanges) {
     // The bounds are accepted on their own (alone, lease and notify keep the other's default, so take the
     // bound of the pair rule into account).
     auto ok = [&](std::uint64_t v) {
-      std::string other = std::string(c.key) == "cache_lease_ms"      ? "    notify_timeout_ms: 100\n"
+      std::string other = std::string(c.key) == "cache_lease_ms"      ? "    notify_timeout_ms: 1000\n"
                           : std::string(c.key) == "notify_timeout_ms" ? "    cache_lease_ms: 600000\n"
                                                                       : "";
       auto r = load("store:\n  rados:\n    " + std::string(c.key) + ": " + std::to_string(v) + "\n" + other);

@@ -64,7 +64,7 @@ TEST(Override, NestedKeyErrorsNameTheOverride) {
               ElementsAre("--set store.rados.client: \"admin\" must start with \"client.\" (a cephx client "
                           "entity, e.g. client.rdmagate)"));
   EXPECT_THAT(errorsOf("", {"store.rados.cache_lease_ms=400"}),
-              ElementsAre("--set store.rados.cache_lease_ms: 400 is out of range [500, 600000]"));
+              ElementsAre("--set store.rados.cache_lease_ms: 400 is out of range [1500, 600000]"));
   EXPECT_THAT(errorsOf("", {"store.rados.pol=x"}),
               ElementsAre("--set store.rados.pol: unknown key; did you mean store.rados.pool?"));
   EXPECT_THAT(errorsOf("", {"store.pool=x"}),

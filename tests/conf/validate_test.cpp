@@ -302,8 +302,8 @@ TEST(Store, RadosSectionWithMemoryBackendIsAcceptedAndStillChecked) {
               IsEmpty());
   EXPECT_THAT(errorsOf("store:\n  backend: memory\n  rados:\n    pool: a/b\n"),
               ElementsAre("conf/x.yaml:4:5: store.rados.pool: \"a/b\" contains a '/'"));
-  EXPECT_THAT(errorsOf("store:\n  rados:\n    cache_lease_ms: 1000\n"),
-              ElementsAre(HasSubstr("store.rados.cache_lease_ms: 1000 must be greater than")));
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    cache_lease_ms: 2000\n"),
+              ElementsAre(HasSubstr("store.rados.cache_lease_ms: 2000 must be greater than")));
 }
 
 // With rados, capacity_mib is the cache: its checks against max_value_bytes and eal.memory_mib still hold.
@@ -325,8 +325,14 @@ TEST(Store, CacheLeaseNotAboveNotifyTimeout) {
       ElementsAre("conf/x.yaml:3:5: store.rados.cache_lease_ms: 1500 must be greater than "
                   "store.rados.notify_timeout_ms = 2000 (default), the longest a PUT or DELETE waits for the "
                   "other gateways' acknowledgements"));
-  EXPECT_THAT(errorsOf("store:\n  rados:\n    notify_timeout_ms: 2001\n    cache_lease_ms: 2002\n"),
+  // librados counts a notify's timeout in whole seconds: 2001 ms waits 3 s.
+  EXPECT_THAT(errorsOf("store:\n  rados:\n    notify_timeout_ms: 2001\n    cache_lease_ms: 3001\n"),
               IsEmpty());
+  EXPECT_THAT(
+      errorsOf("store:\n  rados:\n    notify_timeout_ms: 2001\n    cache_lease_ms: 3000\n"),
+      ElementsAre("conf/x.yaml:4:5: store.rados.cache_lease_ms: 3000 must be greater than "
+                  "store.rados.notify_timeout_ms = 2001 (line 3) (3000 used: librados counts seconds), the "
+                  "longest a PUT or DELETE waits for the other gateways' acknowledgements"));
 }
 
 TEST(Store, NotifyTimeoutAboveTheDefaultLeaseBlamesTheNotifyTimeout) {
@@ -345,7 +351,7 @@ TEST(Store, NotifyTimeoutAboveTheDefaultLeaseBlamesTheNotifyTimeout) {
 
 TEST(Cascade, ARejectedLeaseSkipsTheLeaseCheck) {
   EXPECT_THAT(errorsOf("store:\n  rados:\n    notify_timeout_ms: 60000\n    cache_lease_ms: 100\n"),
-              ElementsAre("conf/x.yaml:4:5: store.rados.cache_lease_ms: 100 is out of range [500, 600000]"));
+              ElementsAre("conf/x.yaml:4:5: store.rados.cache_lease_ms: 100 is out of range [1500, 600000]"));
 }
 
 // Every device backend's name is a valid value; whether the device can run it is checked at start, not here

@@ -184,7 +184,7 @@ TEST(GatewaySettings, RadosBackendMakesTheStoreAnEvictingCacheAndMapsEveryKey) {
   const GatewaySettings s =
       plan({"store.backend=rados", "dataplane.cores=2-3", "store.rados.pool=objs", "store.rados.namespace=t1",
             "store.rados.client=client.gw", "store.rados.keyring=/k", "store.rados.conf_file=/c.conf",
-            "store.rados.op_timeout_ms=1500", "store.rados.notify_timeout_ms=700",
+            "store.rados.op_timeout_ms=1500", "store.rados.notify_timeout_ms=1700",
             "store.rados.cache_lease_ms=3000"});
   EXPECT_TRUE(s.store.evict);
   ASSERT_TRUE(s.rados.has_value());
@@ -194,7 +194,7 @@ TEST(GatewaySettings, RadosBackendMakesTheStoreAnEvictingCacheAndMapsEveryKey) {
   EXPECT_EQ(s.rados->keyring, "/k");
   EXPECT_EQ(s.rados->conf_file, "/c.conf");
   EXPECT_EQ(s.rados->op_timeout_ms, 1500u);
-  EXPECT_EQ(s.rados->notify_timeout_ms, 700u);
+  EXPECT_EQ(s.rados->notify_timeout_ms, 1700u);
   EXPECT_EQ(s.rados->cache_lease_ms, 3000u);
   EXPECT_EQ(s.rados->cores, 2u);
   EXPECT_EQ(s.rados->cache_core, 2u);  // the row after the cores'
