@@ -111,6 +111,7 @@ void publish_rados_stats(const storage::rados::RadosStats& s, telemetry::CoreSta
   b.set(Stat::kStoreChecksumFailures, s.crc_mismatches);
   b.set(Stat::kRadosNotifies, s.notifies_sent);
   b.set(Stat::kRadosNotifyTimeouts, s.notify_timeouts);
+  b.set(Stat::kRadosNotifyResends, s.notify_resends);
   b.set(Stat::kRadosErrors, s.rados_errors);
   b.set(Stat::kRadosOpsInFlight, s.rados_ops_inflight);
   b.set(Stat::kRadosReady, s.health == storage::rados::Health::kReady ? 1 : 0);

@@ -102,9 +102,14 @@ constexpr Table build_table() {
   b.row("rdmagate_store_checksum_failures_total", kC, Unit::kNone, kSum,
         "GETs answered corrupt: the value read does not match its stored CRC32C, or has none.");
   b.row("rdmagate_rados_notifies_total", kC, Unit::kNone, kSum,
-        "Invalidations this gateway sent after a PUT or DELETE committed.");
-  b.row("rdmagate_rados_notify_timeouts_total", kC, Unit::kNone, kSum,
-        "Invalidations some gateway did not acknowledge in time; the request waited out the cache lease.");
+        "Invalidation notifies this gateway sent (each names the keys of one or more PUTs and DELETEs).");
+  b.row(
+      "rdmagate_rados_notify_timeouts_total", kC, Unit::kNone, kSum,
+      "Invalidations some gateway did not acknowledge in time: sent again after the commit, or, if that one "
+      "too, the request waited out the cache lease.");
+  b.row("rdmagate_rados_notify_resends_total", kC, Unit::kNone, kSum,
+        "PUTs and DELETEs whose invalidation, sent beside the write, did not cover it (the write committed "
+        "after its window, or a gateway did not acknowledge): a second went out after the commit.");
   b.row("rdmagate_rados_errors_total", kC, Unit::kNone, kSum,
         "librados operations that failed with an error other than not-found or timeout.");
   b.row("rdmagate_rados_ops_in_flight", kG, Unit::kNone, kSum, "librados operations submitted and not yet ended.");

@@ -106,6 +106,7 @@ enum class Stat : std::uint16_t {
   kStoreChecksumFailures,
   kRadosNotifies,
   kRadosNotifyTimeouts,
+  kRadosNotifyResends,
   kRadosErrors,
   kRadosOpsInFlight,
   kRadosReady,

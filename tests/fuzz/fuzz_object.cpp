@@ -4,8 +4,8 @@
 // obeys the key and type rules, re-encodes to the very same bytes, and its key-only forms refuse a
 // trailing byte.
 // The whole input is also a RADOS cache-invalidation payload (services/storage/rados/invalidation.hpp,
-// what other gateways send in a notify): its keys lie inside it, are 1..250 bytes, and re-encode to the
-// prefix they were read from, the whole input when it is accepted.
+// what other gateways send in a notify): its window is in range, its keys lie inside it, are 1..250
+// bytes, and header and keys re-encode to the prefix they were read from, the whole input when accepted.
 
 #include <cstring>
 #include <memory>
@@ -22,15 +22,27 @@ void invalidation_payload(const std::uint8_t* data, std::size_t size) {
   namespace rados = rdmagate::storage::rados;
   const std::span<const char> in(reinterpret_cast<const char*>(data), size);
   std::unique_ptr<char[]> again(new char[rados::kNotifyPayload]);
-  std::size_t used = 0;
-  const bool ok = rados::for_each_key(in, [&](std::string_view key) {
+  std::uint32_t window_ms = 0;
+  std::size_t used = rados::begin_invalidation({again.get(), rados::kNotifyPayload}, 0);
+  bool keys_seen = false;
+  const bool ok = rados::parse_invalidation(in, &window_ms, [&](std::string_view key) {
+    if (!keys_seen) {  // the header was accepted: re-encode it with the window read
+      RDMAGATE_FUZZ_CHECK(window_ms >= 1 && window_ms <= rados::kMaxWindowMs);
+      used = rados::begin_invalidation({again.get(), rados::kNotifyPayload}, window_ms);
+      keys_seen = true;
+    }
     RDMAGATE_FUZZ_CHECK(key.size() >= 1 && key.size() <= kMaxKeyLength);
     RDMAGATE_FUZZ_CHECK(key.data() >= in.data() && key.data() + key.size() <= in.data() + in.size());
     used = rados::append_key({again.get(), rados::kNotifyPayload}, used, key);
     RDMAGATE_FUZZ_CHECK(used != 0);
   });
-  RDMAGATE_FUZZ_CHECK(used <= size && std::memcmp(again.get(), in.data(), used) == 0);
-  if (ok) RDMAGATE_FUZZ_CHECK(used == size && size > 0);
+  if (keys_seen) RDMAGATE_FUZZ_CHECK(used <= size && std::memcmp(again.get(), in.data(), used) == 0);
+  if (ok) RDMAGATE_FUZZ_CHECK(keys_seen ? used == size : size == rados::kInvalidationHeader);
+  if (ok && !keys_seen) {  // a hello: its header, exactly
+    RDMAGATE_FUZZ_CHECK(window_ms >= 1 && window_ms <= rados::kMaxWindowMs);
+    used = rados::begin_invalidation({again.get(), rados::kNotifyPayload}, window_ms);
+    RDMAGATE_FUZZ_CHECK(used == size && std::memcmp(again.get(), in.data(), used) == 0);
+  }
 }
 }  // namespace
 

@@ -398,6 +398,7 @@ TEST(PublishRados, CountersGaugesAndLatencyHistograms) {
   s.invalidations_received = 15;
   s.notifies_sent = 16;
   s.notify_timeouts = 17;
+  s.notify_resends = 23;
   s.cache_resets = 18;
   s.crc_mismatches = 19;
   s.rados_errors = 20;
@@ -420,6 +421,7 @@ TEST(PublishRados, CountersGaugesAndLatencyHistograms) {
   EXPECT_EQ(value(e, "rdmagate_store_cache_invalidations_total", {}), 15);
   EXPECT_EQ(value(e, "rdmagate_rados_notifies_total", {}), 16);
   EXPECT_EQ(value(e, "rdmagate_rados_notify_timeouts_total", {}), 17);
+  EXPECT_EQ(value(e, "rdmagate_rados_notify_resends_total", {}), 23);
   EXPECT_EQ(value(e, "rdmagate_store_cache_resets_total", {}), 18);
   EXPECT_EQ(value(e, "rdmagate_store_checksum_failures_total", {}), 19);
   EXPECT_EQ(value(e, "rdmagate_rados_errors_total", {}), 20);

@@ -173,11 +173,14 @@ enum class Phase : std::uint8_t {
   kFree = 0,
   kProbe,   // GET: stat + xattrs + the first kInlineRead bytes
   kRead,    // GET: the whole value into a cache reservation
-  kWrite,   // PUT: write_full + the checksum xattr
-  kRemove,  // DELETE
-  kNotify,  // PUT/DELETE committed: its key waits for, or rides in, a notify to the other gateways' caches
-  kFence,   // a gateway did not ack the notify: waiting until its cache lease has surely run out
+  kWrite,   // PUT: write_full + the checksum xattr (its invalidation goes out meanwhile)
+  kRemove,  // DELETE (likewise)
+  kNotify,  // PUT/DELETE committed: waiting for its invalidation, or for a second one sent after the commit
+  kFence,   // a gateway did not ack the invalidation: waiting until its cache lease has surely run out
 };
+
+// What a PUT/DELETE still waits for before it is settled (Worker::settle_mutation).
+inline constexpr std::uint8_t kWaitWrite = 1, kWaitNotify = 2;
 
 // What a librados completion callback gets: which op slot (or batch, or the worker's own op) ended.
 struct CallbackArg {
@@ -192,6 +195,8 @@ struct NotifyBatch {
   char* reply = nullptr;
   std::size_t reply_len = 0;
   std::uint64_t started_ns = 0;
+  std::uint64_t peer_epoch = 0;  // Worker::peer_epoch_ when it went out
+  bool hello = false;            // no keys: announces our watch (Worker::hello_)
   std::vector<std::uint32_t> slots;
   std::size_t len = 0;
   char payload[kNotifyPayload] = {};
@@ -204,6 +209,13 @@ struct PendingOp {
   std::uint64_t key_gen = 0;  // the key's invalidation generation when the op started
   std::uint64_t rados_started_ns = 0;
   std::uint64_t fence_until_ns = 0;
+  std::uint64_t committed_ns = 0;    // PUT/DELETE: when RADOS answered the write
+  std::uint64_t notify_sent_ns = 0;  // PUT/DELETE: when the newest invalidation naming it went out
+  int write_ret = 0;
+  int notify_ret = 0;
+  std::uint8_t waiting = 0;      // kWaitWrite | kWaitNotify
+  bool unannounced = false;      // started while no other watcher existed: no notify sent (Worker::alone_)
+  std::uint64_t peer_epoch = 0;  // Worker::peer_epoch_ when it started
   rados_completion_t comp = nullptr;
   rados_read_op_t read_op = nullptr;
   rados_write_op_t write_op = nullptr;
@@ -229,10 +241,9 @@ class Worker {
   static constexpr std::size_t kGenSlots = 4096;     // invalidation generations by key hash
   static constexpr std::uint32_t kNotifyRing = 256;  // notifies received, not yet handled (x 4 KiB)
   // Notifies of ours in flight at once; writes that commit while all are out wait and go together in the
-  // next (group commit), since each notify costs the OSD an op and an ack op per gateway. Measured with 16
-  // PUTs of 4 KiB in flight against rados bench write: on the host (librados only) 1 gave 0.6-0.7x, 4
-  // 0.4x, 64 0.35x; in the rxe guest (through the daemon) 1 gave 0.05x, 4 0.19x, 64 0.17x. 4 is the
-  // compromise until the guest's notify latency is understood (docs/store.md).
+  // next (group commit), since each notify costs the OSD an op and an ack op per gateway. With notifies sent
+  // beside the write, 1, 2 and 4 measured within the run-to-run noise on the host (docs/store.md); 4 keeps a
+  // slow notify from holding up every later write.
   static constexpr std::uint32_t kBatches = 4;
   static constexpr std::uint32_t kBurst = 32;
   static constexpr const char* kCrcXattr = "rdmagate.crc32c";
@@ -240,7 +251,11 @@ class Worker {
   // Done-ring ids of the worker's own librados ops, after the op slots.
   std::uint32_t kWatchSlot = 0, kUnwatchSlot = 0, kProbeSlot = 0, kBatchSlotFirst = 0;
 
-  Worker(const RadosSettings& s, store::Store& cache) : s_(s), cache_(cache) {}
+  Worker(const RadosSettings& s, store::Store& cache) : s_(s), cache_(cache) {
+    // librados passes a notify's timeout to the OSD in whole seconds (timeout_ms / 1000, and 0 means the
+    // OSD's 30 s default): round up here so the wait and the window we announce are the real ones.
+    s_.notify_timeout_ms = (std::max<std::uint32_t>(s_.notify_timeout_ms, 1) + 999) / 1000 * 1000;
+  }
   ~Worker();
   bool init(std::string* error);  // rings, tables, the thread
 
@@ -280,13 +295,18 @@ class Worker {
   void start_write(PendingOp& op);
   void start_remove(PendingOp& op);
   bool flush_notifies();
+  bool send_batch(NotifyBatch& b);  // false: it could not go out (batch_done ran)
   void batch_done(NotifyBatch& b, int ret);
+  bool reply_names_only_us(const NotifyBatch& b) const;
+  void peer_seen() noexcept;
   bool invalidate_all_of(const NotifyEvent& e);
   void on_done(std::uint32_t slot);
   void probe_done(PendingOp& op, int ret);
   void read_done(PendingOp& op, int ret);
   void write_done(PendingOp& op, int ret);
-  void notify_done(PendingOp& op, int ret);
+  void queue_notify(PendingOp& op);
+  void notify_done(PendingOp& op, int ret, std::uint64_t sent_ns);
+  void settle_mutation(PendingOp& op);  // PUT/DELETE: its write and its invalidation both ended
   void finish_mutation(PendingOp& op);  // PUT/DELETE: everyone told; update the local cache, answer
   bool verify_and_answer(PendingOp& op);
   void finish(PendingOp& op, Status s, Lease lease = {});
@@ -296,7 +316,10 @@ class Worker {
 
   static std::size_t gen_slot(std::string_view key) noexcept;  // the key's slot in gens_ and mutating_
   std::uint64_t key_gen(std::string_view key) const noexcept;
-  void invalidate(std::string_view key);
+  // Whether a value read or written by a librados op started at `started_ns` may go into the cache as far
+  // as other gateways' invalidation windows go (generations and local writes are checked by the callers).
+  bool outside_windows(std::string_view key, std::uint64_t started_ns) const noexcept;
+  void invalidate(std::string_view key, std::uint64_t until_ns);  // 0: no window
   void reset_cache();
   void set_health(Health h) noexcept { health_.store(h, std::memory_order_release); }
   void observe(std::size_t kind, std::uint64_t ns) noexcept;
@@ -345,6 +368,16 @@ class Worker {
 
   std::array<std::uint32_t, kGenSlots> gens_{};
   std::array<std::uint32_t, kGenSlots> mutating_{};  // this gateway's PUT/DELETEs in flight, by key hash
+  std::array<std::uint64_t, kGenSlots> no_cache_until_ns_{};  // other gateways' windows, by key hash
+  std::uint64_t no_cache_all_until_ns_ = 0;                   // after a notify we could not read: every key
+  // Whether the last notify of ours that came back was acked by our watch alone, with no other watcher and
+  // nothing heard from another gateway since it went out: a PUT or DELETE then notifies nobody. Any sign
+  // of another watcher bumps peer_epoch_, and a write started before that notifies after its commit.
+  bool alone_ = false;
+  std::uint64_t peer_epoch_ = 0;
+  // A gateway announces its watch (a notify without keys) and serves or fills its cache only once every
+  // watcher acked that: a gateway that was alone learns of it before it can matter.
+  enum class Hello : std::uint8_t { kNone, kNeeded, kSent, kDone } hello_ = Hello::kNone;
   std::uint64_t epoch_ = 0;
 
   std::atomic<bool> accepting_{false};
@@ -360,7 +393,7 @@ class Worker {
   // Worker-written counters.
   std::atomic<std::uint64_t> ops_count_[protocol::kObjectOpCount][kStatusCount] = {};
   std::atomic<std::uint64_t> misses_{0}, fills_{0}, fill_skipped_{0}, inval_rx_{0}, notifies_sent_{0},
-      notify_timeouts_{0}, resets_{0}, crc_bad_{0}, rados_errors_{0}, inflight_{0};
+      notify_timeouts_{0}, notify_resends_{0}, resets_{0}, crc_bad_{0}, rados_errors_{0}, inflight_{0};
   std::array<telemetry::LatencyHistogram, telemetry::kRadosOpKindNames.size()> latency_{};  // single writer
 };
 

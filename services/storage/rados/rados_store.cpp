@@ -23,6 +23,8 @@ const char* health_name(Health h) noexcept {
       return "probe_failed";
     case Health::kWatchLost:
       return "watch_lost";
+    case Health::kAnnouncing:
+      return "announcing";
   }
   return "unknown";
 }
@@ -231,6 +233,7 @@ RadosStats Worker::stats() const noexcept {
   st.invalidations_received = inval_rx_.load(std::memory_order_relaxed);
   st.notifies_sent = notifies_sent_.load(std::memory_order_relaxed);
   st.notify_timeouts = notify_timeouts_.load(std::memory_order_relaxed);
+  st.notify_resends = notify_resends_.load(std::memory_order_relaxed);
   st.cache_resets = resets_.load(std::memory_order_relaxed);
   st.crc_mismatches = crc_bad_.load(std::memory_order_relaxed);
   st.rados_errors = rados_errors_.load(std::memory_order_relaxed);

@@ -48,9 +48,10 @@ struct RadosSettings {
 // Why the backend is not ready (/readyz) or kReady.
 enum class Health : std::uint8_t {
   kConnecting = 0,   // rados_connect has not succeeded yet (or is being retried)
-  kReady = 1,        // connected, cache watch registered, the last probe write committed
+  kReady = 1,        // connected, cache watch registered and announced, the last probe write committed
   kProbeFailed = 2,  // the periodic probe write failed or timed out: the cluster does not take writes
   kWatchLost = 3,    // the cache-invalidation watch broke; the cache is off until it is re-registered
+  kAnnouncing = 4,   // the watch is registered, but not every watcher acked our hello yet: the cache is off
 };
 const char* health_name(Health h) noexcept;
 
@@ -63,7 +64,8 @@ struct RadosStats {
   std::uint64_t cache_fill_skipped = 0;      // misses not cached: the key was invalidated meanwhile
   std::uint64_t invalidations_received = 0;  // notifies from any gateway, this one's included
   std::uint64_t notifies_sent = 0;
-  std::uint64_t notify_timeouts = 0;  // a gateway did not ack: the writer waited out the lease
+  std::uint64_t notify_timeouts = 0;  // a gateway did not ack an invalidation in time
+  std::uint64_t notify_resends = 0;   // invalidations sent again after the commit (settle_mutation)
   std::uint64_t cache_resets = 0;     // whole-cache drops (watch lost, notify ring overflow)
   std::uint64_t crc_mismatches = 0;
   std::uint64_t rados_errors = 0;    // librados ops that ended with an error other than ENOENT

@@ -153,9 +153,15 @@ bool Worker::drain_notifies() {
     if (notifies_.pop_burst(&e, 1) == 0) break;
     bump(inval_rx_);
     // Our own notify: the ops that sent it invalidate after every ack is in (finish_mutation), and a fill
-    // racing them is kept out of the cache by mutating_. Another's: its keys, each a u8 length (1..250)
-    // and the bytes; anything else makes us forget the whole cache.
-    if (e.self == 0 && !invalidate_all_of(e)) reset_cache();
+    // racing them is kept out of the cache by mutating_. Another's (invalidation.hpp): its keys, and a
+    // window in which nothing read or written of them may enter our cache, because its writes may commit
+    // only after our ack; anything else makes us forget the whole cache and fill nothing for as long as
+    // our own window.
+    if (e.self == 0) peer_seen();
+    if (e.self == 0 && !invalidate_all_of(e)) {
+      reset_cache();
+      no_cache_all_until_ns_ = steady_ns() + std::uint64_t{s_.notify_timeout_ms} * kMs;
+    }
     // Acked only once our cache no longer holds the key: the notifier answers its client after every ack.
     rados_notify_ack(io_, kWatchObject, e.notify_id, e.cookie, nullptr, 0);
   }
@@ -168,6 +174,8 @@ void Worker::tick(std::uint64_t now) {
     // Notifies may have been missed: nothing cached can be trusted any more.
     trusted_until_tsc_.store(0, std::memory_order_release);
     reset_cache();
+    peer_seen();
+    hello_ = Hello::kNone;
     watch_ = WatchState::kUnregistering;
     if (rados_aio_create_completion2(&unwatch_arg_, on_complete, &watch_comp_) == 0) {
       if (rados_aio_unwatch(io_, watch_cookie_, watch_comp_) != 0) {
@@ -184,6 +192,8 @@ void Worker::tick(std::uint64_t now) {
     const int ms = rados_watch_check(io_, watch_cookie_);
     if (ms < 0) {
       watch_error_.store(ms, std::memory_order_release);
+    } else if (hello_ != Hello::kDone) {
+      trusted_until_tsc_.store(0, std::memory_order_release);
     } else {
       // Trusted until the last confirmation plus 90% of the lease (the rest covers the OSD's clock rate).
       const std::uint64_t confirmed = now - std::min<std::uint64_t>(now, std::uint64_t(ms) * kMs);
@@ -213,6 +223,8 @@ void Worker::tick(std::uint64_t now) {
   Health h = Health::kReady;
   if (watch_ != WatchState::kActive) {
     h = Health::kWatchLost;
+  } else if (hello_ != Hello::kDone) {
+    h = Health::kAnnouncing;
   } else if (!probe_ok_) {
     h = Health::kProbeFailed;
   }
@@ -290,6 +302,18 @@ void Worker::start(const Submission& s) {
       // keep the result out of the cache: only a lone writer knows its value is RADOS's newest.
       op.key_gen = key_gen(s.key_view());
       ++mutating_[gen_slot(s.key_view())];
+      // The invalidation goes out beside the write rather than after it, so a PUT costs the longer of the
+      // two instead of their sum; settle_mutation says when that was enough.
+      op.write_ret = 0;
+      op.notify_ret = 0;
+      op.peer_epoch = peer_epoch_;
+      op.unannounced = alone_;
+      if (alone_) {
+        op.waiting = kWaitWrite;
+      } else {
+        op.waiting = kWaitWrite | kWaitNotify;
+        queue_notify(op);
+      }
       if (s.kind == OpKind::kPut) {
         start_write(op);
       } else {
@@ -352,11 +376,22 @@ void Worker::start_remove(PendingOp& op) {
 // an op plus one ack op per gateway, so one per write would cost three times what the write does.
 bool Worker::flush_notifies() {
   bool did = false;
+  if (hello_ == Hello::kNeeded && watch_ == WatchState::kActive && !free_batches_.empty()) {
+    NotifyBatch& b = batches_[free_batches_.back()];
+    free_batches_.pop_back();
+    b.slots.clear();
+    b.len = begin_invalidation(b.payload, s_.notify_timeout_ms);
+    b.hello = true;
+    hello_ = Hello::kSent;
+    send_batch(b);
+    did = true;
+  }
   while (!to_notify_.empty() && !free_batches_.empty()) {
     NotifyBatch& b = batches_[free_batches_.back()];
     free_batches_.pop_back();
     b.slots.clear();
-    b.len = 0;
+    b.len = begin_invalidation(b.payload, s_.notify_timeout_ms);
+    b.hello = false;
     std::size_t taken = 0;
     for (; taken < to_notify_.size(); ++taken) {
       const std::size_t len = append_key(b.payload, b.len, ops_[to_notify_[taken]].sub.key_view());
@@ -365,20 +400,29 @@ bool Worker::flush_notifies() {
       b.slots.push_back(to_notify_[taken]);
     }
     to_notify_.erase(to_notify_.begin(), to_notify_.begin() + static_cast<std::ptrdiff_t>(taken));
-    bump(notifies_sent_);
-    b.reply = nullptr;
-    b.reply_len = 0;
-    b.started_ns = steady_ns();
-    if (rados_aio_create_completion2(&b.arg, on_complete, &b.comp) != 0) {
-      b.comp = nullptr;
-      batch_done(b, -ENOMEM);
-    } else if (rados_aio_notify(io_, kWatchObject, b.comp, b.payload, static_cast<int>(b.len),
-                                s_.notify_timeout_ms, &b.reply, &b.reply_len) != 0) {
-      batch_done(b, -EIO);
-    }
+    send_batch(b);
     did = true;
   }
   return did;
+}
+
+bool Worker::send_batch(NotifyBatch& b) {
+  bump(notifies_sent_);
+  b.reply = nullptr;
+  b.reply_len = 0;
+  b.started_ns = steady_ns();
+  b.peer_epoch = peer_epoch_;
+  if (rados_aio_create_completion2(&b.arg, on_complete, &b.comp) != 0) {
+    b.comp = nullptr;
+    batch_done(b, -ENOMEM);
+    return false;
+  }
+  if (rados_aio_notify(io_, kWatchObject, b.comp, b.payload, static_cast<int>(b.len), s_.notify_timeout_ms,
+                       &b.reply, &b.reply_len) != 0) {
+    batch_done(b, -EIO);
+    return false;
+  }
+  return true;
 }
 
 void Worker::batch_done(NotifyBatch& b, int ret) {
@@ -387,9 +431,23 @@ void Worker::batch_done(NotifyBatch& b, int ret) {
     b.comp = nullptr;
     observe(3, steady_ns() - b.started_ns);
   }
+  if (ret >= 0 && reply_names_only_us(b)) {
+    alone_ = b.peer_epoch == peer_epoch_;
+  } else {
+    peer_seen();
+  }
+  if (b.hello) {
+    if (ret >= 0) {
+      hello_ = Hello::kDone;
+      no_cache_all_until_ns_ = steady_ns();  // what we read before every watcher knew of us stays out
+    } else if (hello_ == Hello::kSent) {
+      hello_ = Hello::kNeeded;
+    }
+    b.hello = false;
+  }
   if (b.reply != nullptr) rados_buffer_free(b.reply);
   b.reply = nullptr;
-  for (const std::uint32_t slot : b.slots) notify_done(ops_[slot], ret);
+  for (const std::uint32_t slot : b.slots) notify_done(ops_[slot], ret, b.started_ns);
   b.slots.clear();
   free_batches_.push_back(b.arg.slot - kBatchSlotFirst);
 }
@@ -420,8 +478,12 @@ void Worker::on_done(std::uint32_t slot) {
     rados_aio_release(watch_comp_);
     watch_comp_ = nullptr;
     if (slot == kWatchSlot && r == 0) {
-      // Whatever was cached before this watch existed may have missed notifies.
+      // Whatever was cached before this watch existed may have missed notifies; and until every watcher
+      // acked our hello, one that believes itself alone may not tell us of its writes.
       reset_cache();
+      peer_seen();
+      hello_ = Hello::kNeeded;
+      no_cache_all_until_ns_ = UINT64_MAX;
       watch_ = WatchState::kActive;
     } else {
       watch_ = WatchState::kNone;
@@ -571,7 +633,8 @@ bool Worker::verify_and_answer(PendingOp& op) {
     return false;
   }
   const std::string_view key = op.sub.key_view();
-  if (op.key_gen == key_gen(key) && mutating_[gen_slot(key)] == 0 && cache_trusted()) {
+  if (op.key_gen == key_gen(key) && mutating_[gen_slot(key)] == 0 &&
+      outside_windows(key, op.rados_started_ns) && cache_trusted()) {
     store::PinnedValue pin;
     const Status st = cache_.commit(s_.cache_core, &op.fill, &pin);
     op.fill = {};
@@ -591,37 +654,73 @@ bool Worker::verify_and_answer(PendingOp& op) {
 }
 
 void Worker::write_done(PendingOp& op, int ret) {
-  const bool is_put = op.phase == Phase::kWrite;
   release_rados(op);
-  if (ret < 0) {
-    --mutating_[gen_slot(op.sub.key_view())];
-    if (is_put) cache_.abort(&op.sub.value);
-    if (ret == -ENOENT && !is_put) return finish(op, Status::kNotFound);
-    return finish(op, ret == -EFBIG || ret == -EMSGSIZE ? Status::kTooLarge : Status::kUnavailable);
-  }
+  op.write_ret = ret;
+  op.committed_ns = steady_ns();
+  op.waiting &= static_cast<std::uint8_t>(~kWaitWrite);
   op.phase = Phase::kNotify;
+  if (op.waiting == 0) settle_mutation(op);
+}
+
+void Worker::queue_notify(PendingOp& op) {
   to_notify_.push_back(static_cast<std::uint32_t>(&op - ops_.data()));
 }
 
-void Worker::notify_done(PendingOp& op, int ret) {
-  if (ret < 0) {
-    // Some gateway did not ack (dead, partitioned, or its watch broken): it may still serve the old value
-    // from its cache, but never past its lease, counted from before now. Answer once that has run out.
-    bump(notify_timeouts_);
-    op.phase = Phase::kFence;
-    op.fence_until_ns = steady_ns() + std::uint64_t{s_.cache_lease_ms} * kMs + 100 * kMs;
-    fenced_.push_back(static_cast<std::uint32_t>(&op - ops_.data()));
-    return;
+void Worker::notify_done(PendingOp& op, int ret, std::uint64_t sent_ns) {
+  if (ret < 0) bump(notify_timeouts_);
+  op.notify_ret = ret;
+  op.notify_sent_ns = sent_ns;
+  op.waiting &= static_cast<std::uint8_t>(~kWaitNotify);
+  if (op.waiting == 0) settle_mutation(op);
+}
+
+// Every gateway that acked our invalidation dropped the key and then, for the window it carries, caches
+// nothing of it from ops it starts. A write that committed within 90% of that window after the notify went
+// out (the rest covers the clocks' rates) is therefore invisible to no cache: any read they start later
+// sees it. A later commit, or an invalidation some gateway did not ack while the write was still in flight,
+// needs a second notify after the commit (the plain protocol: drop, then ack); only when that one is not
+// acked do we wait out the lease.
+void Worker::settle_mutation(PendingOp& op) {
+  const bool is_put = op.sub.kind == OpKind::kPut;
+  if (op.write_ret < 0) {
+    --mutating_[gen_slot(op.sub.key_view())];
+    if (is_put) cache_.abort(&op.sub.value);
+    if (op.write_ret == -ENOENT && !is_put) return finish(op, Status::kNotFound);
+    return finish(
+        op, op.write_ret == -EFBIG || op.write_ret == -EMSGSIZE ? Status::kTooLarge : Status::kUnavailable);
   }
-  finish_mutation(op);
+  if (op.unannounced) {
+    // Nobody else watched when it started; if nobody appeared before its commit was seen here, a newcomer
+    // acks its hello (and so may fill its cache) only after that, from RADOS' new value.
+    op.unannounced = false;
+    if (op.peer_epoch == peer_epoch_) return finish_mutation(op);
+    bump(notify_resends_);
+    op.waiting = kWaitNotify;
+    op.notify_sent_ns = 0;
+    return queue_notify(op);
+  }
+  const std::uint64_t window_ns = std::uint64_t{s_.notify_timeout_ms} * kMs * 9 / 10;
+  const bool after_commit = op.notify_sent_ns >= op.committed_ns;
+  if (op.notify_ret >= 0 && (after_commit || op.committed_ns - op.notify_sent_ns <= window_ns))
+    return finish_mutation(op);
+  if (!after_commit) {
+    bump(notify_resends_);
+    op.waiting = kWaitNotify;
+    return queue_notify(op);
+  }
+  // Some gateway did not ack (dead, partitioned, or its watch broken): it may still serve the old value
+  // from its cache, but never past its lease, counted from before now. Answer once that has run out.
+  op.phase = Phase::kFence;
+  op.fence_until_ns = steady_ns() + std::uint64_t{s_.cache_lease_ms} * kMs + 100 * kMs;
+  fenced_.push_back(static_cast<std::uint32_t>(&op - ops_.data()));
 }
 
 void Worker::finish_mutation(PendingOp& op) {
   const std::string_view key = op.sub.key_view();
   std::uint32_t& mutating = mutating_[gen_slot(key)];
-  const bool alone = mutating == 1 && op.key_gen == key_gen(key);
+  const bool alone = mutating == 1 && op.key_gen == key_gen(key) && outside_windows(key, op.rados_started_ns);
   --mutating;
-  invalidate(key);
+  invalidate(key, 0);
   if (op.sub.kind == OpKind::kPut) {
     if (alone && cache_trusted()) {
       (void)cache_.commit(s_.cache_core, &op.sub.value);  // takes the reservation whatever the outcome
@@ -653,12 +752,42 @@ std::uint64_t Worker::key_gen(std::string_view key) const noexcept {
 }
 
 bool Worker::invalidate_all_of(const NotifyEvent& e) {
-  return for_each_key({e.payload, e.len}, [this](std::string_view key) { invalidate(key); });
+  std::uint32_t window_ms = 0;
+  const std::uint64_t now = steady_ns();
+  // The window is only known once the header is read, which parse_invalidation does before the first key.
+  return parse_invalidation({e.payload, e.len}, &window_ms, [&](std::string_view key) {
+    invalidate(key, now + std::uint64_t{window_ms} * kMs);
+  });
 }
 
-void Worker::invalidate(std::string_view key) {
-  ++gens_[gen_slot(key)];
+void Worker::invalidate(std::string_view key, std::uint64_t until_ns) {
+  const std::size_t slot = gen_slot(key);
+  ++gens_[slot];
+  no_cache_until_ns_[slot] = std::max(no_cache_until_ns_[slot], until_ns);
   (void)cache_.drop(key);
+}
+
+// The reply lists who acked and who timed out: alone when that is our own watch only.
+bool Worker::reply_names_only_us(const NotifyBatch& b) const {
+  if (b.reply == nullptr || watch_ != WatchState::kActive) return false;
+  notify_ack_t* acks = nullptr;
+  notify_timeout_t* timeouts = nullptr;
+  std::size_t n_acks = 0, n_timeouts = 0;
+  if (rados_decode_notify_response(b.reply, b.reply_len, &acks, &n_acks, &timeouts, &n_timeouts) != 0)
+    return false;
+  const bool only_us = n_acks == 1 && n_timeouts == 0 && acks[0].notifier_id == instance_id_ &&
+                       acks[0].cookie == watch_cookie_;
+  rados_free_notify_response(acks, n_acks, timeouts);
+  return only_us;
+}
+
+void Worker::peer_seen() noexcept {
+  alone_ = false;
+  ++peer_epoch_;
+}
+
+bool Worker::outside_windows(std::string_view key, std::uint64_t started_ns) const noexcept {
+  return started_ns >= no_cache_until_ns_[gen_slot(key)] && started_ns >= no_cache_all_until_ns_;
 }
 
 void Worker::reset_cache() {

@@ -5,6 +5,7 @@
 #include <rados/librados.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -230,6 +231,120 @@ TEST_F(RadosStoreTest, AForeignOrMalformedNotifyDropsTheWholeCacheAndIsStillAcke
   EXPECT_EQ(g->rados->stats().cache_hits, hits);
 }
 
+// A gateway whose hello only its own watch acked is alone: its writes notify nobody. A second gateway's
+// hello ends that before the second may cache anything, and from then on every write is seen by both.
+TEST_F(RadosStoreTest, ALoneGatewayNotifiesNobodyUntilASecondAnnouncesItself) {
+  auto a = gateway();
+  ASSERT_TRUE(a);
+  std::uint64_t tag = 1;
+  const std::uint64_t sent = a->rados->stats().notifies_sent;
+  for (int i = 0; i < 20; ++i)
+    ASSERT_EQ(put(a->core(), "k" + std::to_string(i), pattern(64, i), tag++), Status::kOk);
+  ASSERT_EQ(remove(a->core(), "k0", tag++), Status::kOk);
+  EXPECT_EQ(a->rados->stats().notifies_sent, sent) << "a lone gateway sent notifies";
+
+  auto b = gateway();
+  ASSERT_TRUE(b);
+  std::vector<std::byte> got;
+  ASSERT_EQ(get(b->core(), "k1", &got, tag++), Status::kOk);  // b caches k1
+  ASSERT_EQ(get(b->core(), "k1", &got, tag++), Status::kOk);
+  EXPECT_EQ(b->rados->stats().cache_hits, 1u);
+  ASSERT_EQ(put(a->core(), "k1", pattern(64, 100), tag++), Status::kOk);
+  EXPECT_GT(a->rados->stats().notifies_sent, sent) << "a kept believing it was alone";
+  ASSERT_EQ(get(b->core(), "k1", &got, tag++), Status::kOk);
+  EXPECT_TRUE(got == pattern(64, 100)) << "stale read through b";
+  EXPECT_EQ(a->rados->stats().notify_timeouts + b->rados->stats().notify_timeouts, 0u);
+}
+
+// Another gateway's invalidation carries a window: its write may commit up to then after we acked, so
+// nothing we read of the key meanwhile may enter our cache; afterwards the cache fills again.
+TEST_F(RadosStoreTest, AnInvalidationKeepsItsKeysOutOfTheCacheForItsWindow) {
+  auto g = gateway();
+  ASSERT_TRUE(g);
+  std::vector<std::byte> got;
+  const auto v = pattern(300, 7);
+  ASSERT_EQ(put(g->core(), "w", v, 1), Status::kOk);
+  ASSERT_EQ(put(g->core(), "other", v, 2), Status::kOk);
+  const RadosStats before = g->rados->stats();
+  ASSERT_EQ(get(g->core(), "w", &got, 3), Status::kOk);
+  EXPECT_EQ(g->rados->stats().cache_hits, before.cache_hits + 1) << "the writer caches its own value";
+
+  Admin admin(dir_, ns_);
+  char payload[kNotifyPayload];
+  constexpr std::uint32_t kWindowMs = 1500;
+  std::size_t len = begin_invalidation(payload, kWindowMs);
+  len = append_key(payload, len, "w");
+  char* reply = nullptr;
+  std::size_t reply_len = 0;
+  const auto sent = std::chrono::steady_clock::now();
+  ASSERT_EQ(rados_notify2(admin.io, "rdmagate.cache", payload, len, 5000, &reply, &reply_len), 0);
+  rados_buffer_free(reply);
+
+  // Within the window: every GET of "w" goes to RADOS and none fills; "other" is untouched.
+  const RadosStats acked = g->rados->stats();
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(get(g->core(), "w", &got, 10 + i), Status::kOk);
+    EXPECT_TRUE(got == v);
+  }
+  ASSERT_EQ(get(g->core(), "other", &got, 20), Status::kOk);
+  const RadosStats within = g->rados->stats();
+  ASSERT_LT(std::chrono::steady_clock::now() - sent, std::chrono::milliseconds(kWindowMs))
+      << "the cluster was too slow for this test's window: nothing was shown";
+  EXPECT_EQ(within.cache_misses, acked.cache_misses + 3);
+  EXPECT_EQ(within.cache_fills, acked.cache_fills);
+  EXPECT_EQ(within.cache_fill_skipped, acked.cache_fill_skipped + 3);
+  EXPECT_EQ(within.cache_hits, acked.cache_hits + 1);
+
+  // After it: a miss fills, and the next GET is a hit.
+  std::this_thread::sleep_until(sent + std::chrono::milliseconds(kWindowMs + 100));
+  ASSERT_EQ(get(g->core(), "w", &got, 30), Status::kOk);
+  ASSERT_EQ(get(g->core(), "w", &got, 31), Status::kOk);
+  EXPECT_TRUE(got == v);
+  const RadosStats after = g->rados->stats();
+  EXPECT_EQ(after.cache_fills, within.cache_fills + 1);
+  EXPECT_EQ(after.cache_hits, within.cache_hits + 1);
+}
+
+// A watcher that never acks: the invalidation sent beside the write times out, a second is sent after the
+// commit, and when that one times out too the writer waits out the lease before answering.
+TEST_F(RadosStoreTest, AGatewayThatDoesNotAckMakesAWriteResendAndThenWaitOutTheLease) {
+  RadosSettings s = test::fixture_settings(dir_, ns_);
+  s.notify_timeout_ms = 1000;  // librados' least: it counts whole seconds
+  s.cache_lease_ms = 1500;
+  auto g = test::make_gateway(s, 64u << 20);
+  ASSERT_TRUE(g);
+  ASSERT_TRUE(test::wait_ready(*g->rados)) << g->rados->last_error();
+  Admin admin(dir_, ns_);
+  std::uint64_t cookie = 0;
+  const rados_watchcb2_t silent = [](void*, uint64_t, uint64_t, uint64_t, void*, size_t) {};
+  ASSERT_EQ(rados_watch2(admin.io, "rdmagate.cache", &cookie, silent, nullptr, nullptr), 0);
+  // It announces itself as a gateway does (a notify without keys): until then the gateway, alone on the
+  // object before, would not notify at all. Our own silent watch makes this notify time out; the
+  // gateway's ack is what counts.
+  char hello[kNotifyPayload];
+  const std::size_t hello_len = begin_invalidation(hello, 1000);
+  char* reply = nullptr;
+  std::size_t reply_len = 0;
+  (void)rados_notify2(admin.io, "rdmagate.cache", hello, hello_len, 1000, &reply, &reply_len);
+  rados_buffer_free(reply);
+  const RadosStats before = g->rados->stats();
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(put(g->core(), "k", pattern(10, 3), 1), Status::kOk);
+  const auto took = std::chrono::steady_clock::now() - start;
+  const RadosStats after = g->rados->stats();
+  EXPECT_EQ(after.notify_timeouts, before.notify_timeouts + 2);
+  EXPECT_EQ(after.notify_resends, before.notify_resends + 1);
+  EXPECT_GE(took, std::chrono::milliseconds(s.cache_lease_ms)) << "answered before the lease ran out";
+  ASSERT_EQ(rados_unwatch2(admin.io, cookie), 0);
+  // Everyone acks again: no resend, no timeout.
+  ASSERT_EQ(put(g->core(), "k", pattern(10, 4), 2), Status::kOk);
+  EXPECT_EQ(g->rados->stats().notify_timeouts, after.notify_timeouts);
+  EXPECT_EQ(g->rados->stats().notify_resends, after.notify_resends);
+  std::vector<std::byte> got;
+  ASSERT_EQ(get(g->core(), "k", &got, 3), Status::kOk);
+  EXPECT_TRUE(got == pattern(10, 4));
+}
+
 TEST_F(RadosStoreTest, ACacheSmallerThanTheDataSetEvictsAndEveryByteReadsBack) {
   // 8 MiB of cache, 24 MiB of values: the cache must evict, never answer no_space.
   auto g = gateway(8u << 20);
@@ -321,26 +436,41 @@ TEST(RadosConfig, UnreadableFilesAreStartErrors) {
 
 TEST(InvalidationPayload, KeysRoundTripAndMalformedPayloadsAreRefused) {
   char buf[kNotifyPayload];
-  std::size_t used = append_key(buf, 0, "a");
+  std::size_t used = begin_invalidation(buf, 2000);
+  ASSERT_EQ(used, kInvalidationHeader);
+  EXPECT_EQ(std::string(buf, used), std::string("\0\x01\xd0\x07\0\0", 6));  // 0, version 1, 2000 LE
+  used = append_key(buf, used, "a");
   used = append_key(buf, used, std::string(250, 'k'));
-  ASSERT_EQ(used, 2u + 251u);
+  ASSERT_EQ(used, kInvalidationHeader + 2u + 251u);
   EXPECT_EQ(append_key(buf, used, ""), 0u);
   EXPECT_EQ(append_key(buf, used, std::string(251, 'x')), 0u);
   std::vector<std::string> keys;
-  EXPECT_TRUE(for_each_key({buf, used}, [&](std::string_view k) { keys.emplace_back(k); }));
+  std::uint32_t window = 0;
+  EXPECT_TRUE(parse_invalidation({buf, used}, &window, [&](std::string_view k) { keys.emplace_back(k); }));
+  EXPECT_EQ(window, 2000u);
   EXPECT_EQ(keys, (std::vector<std::string>{"a", std::string(250, 'k')}));
-  // Fills up to 4096 bytes and no further: 16 keys of 250 take 4016, a 17th does not fit.
-  used = 0;
+  // Fills up to 4096 bytes and no further: the header and 16 keys of 250 take 4022, a 17th does not fit.
+  used = begin_invalidation(buf, 1);
   for (int i = 0; i < 16; ++i) used = append_key(buf, used, std::string(250, 'z'));
-  EXPECT_EQ(used, 4016u);
+  EXPECT_EQ(used, 4022u);
   EXPECT_EQ(append_key(buf, used, std::string(250, 'z')), 0u);
-  const auto refused = [](std::string_view p) { return !for_each_key(p, [](std::string_view) {}); };
+  const auto refused = [](std::string_view p) {
+    std::uint32_t w = 0;
+    return !parse_invalidation(p, &w, [](std::string_view) {});
+  };
+  const std::string head("\0\x01\xd0\x07\0\0", 6);
+  EXPECT_FALSE(refused(head + "\x01x"));
   EXPECT_TRUE(refused(""));
-  EXPECT_TRUE(refused(std::string_view("\0", 1)));  // a zero length
-  EXPECT_TRUE(
-      refused("\x03"
-              "ab"));                                    // runs past the end
-  EXPECT_TRUE(refused("\xfb" + std::string(251, 'x')));  // 251: above the key limit
+  EXPECT_FALSE(refused(head));                                      // no key: a hello
+  EXPECT_TRUE(refused(head.substr(0, 5)));                          // a header cut short
+  EXPECT_TRUE(refused("\x01x"));                                    // no header: what gateways sent before it
+  EXPECT_TRUE(refused(std::string("\0\x02\xd0\x07\0\0\x01x", 8)));  // another version
+  EXPECT_TRUE(refused(std::string("\0\x01\0\0\0\0\x01x", 8)));      // a zero window
+  EXPECT_TRUE(refused(std::string("\0\x01\xc1\x27\x09\0\x01x", 8)));   // 600001 ms: above the limit
+  EXPECT_FALSE(refused(std::string("\0\x01\xc0\x27\x09\0\x01x", 8)));  // 600000 ms: the limit
+  EXPECT_TRUE(refused(head + std::string("\0", 1)));                   // a zero length
+  EXPECT_TRUE(refused(head + "\x03" + "ab"));                          // runs past the end
+  EXPECT_TRUE(refused(head + "\xfb" + std::string(251, 'x')));         // 251: above the key limit
 }
 
 TEST(RadosChecksum, Crc32cKnownAnswers) {
