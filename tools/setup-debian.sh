@@ -19,6 +19,9 @@ PKGS=(
   # pre-dependency of ceph-osd) has ceph-authtool, which the cluster script runs, and the rados CLI that
   # tests use to alter objects behind the gateway's back and for `rados bench`.
   librados-dev libradospp-dev ceph-mon ceph-osd ceph-common
+  # alert rules and dashboard queries: promtool (check/test rules, check metrics) and a real server that
+  # scrapes a gateway in the guest
+  prometheus
 )
 
 # One dpkg-query for all packages keeps the no-op case fast. dpkg-query exits 1 when any package was
