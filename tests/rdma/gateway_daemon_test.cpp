@@ -2,8 +2,10 @@
 // telemetry (/readyz, /healthz, /metrics over a plain socket), its sd_notify messages (a NOTIFY_SOCKET this
 // test binds) and its structured log; loaded by an echo client (engine_peer) and, when the client library is
 // built, an object client (PUT / GET / DELETE, inline and chunked); reloaded with SIGHUP; stopped with
-// SIGTERM under load. The device backend `auto` picks is checked in the log and on /metrics, and an explicit
-// `dataplane.backend: mlx5dv` on a device that is not an mlx5 NIC (rxe) must stop the daemon at start.
+// SIGTERM under load; with WATCHDOG_USEC set, its watchdog pings stop while ptrace holds its data-plane
+// core's thread and resume after. The device backend `auto` picks is checked in the log and on /metrics, and
+// an explicit `dataplane.backend: mlx5dv` on a device that is not an mlx5 NIC (rxe) must stop the daemon at
+// start.
 //
 // The parent never initialises EAL. It re-executes itself as the daemon ("gateway_daemon_test daemon
 // --config ...": daemon/gateway_main.cpp linked in), as the echo client ("... peer client ...":
@@ -20,6 +22,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -30,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -39,8 +43,8 @@
 
 #include "control/rdma_device.hpp"
 #include "dataplane/backend/mlx5_datapath.hpp"
-#include "tests/rdma/rdma_test_main.hpp"
 #include "tests/rdma/daemon_process.hpp"
+#include "tests/rdma/rdma_test_main.hpp"
 #include "tests/rdma/status_file.hpp"
 
 #ifdef RDMAGATE_DAEMON_TEST_CLIENT
@@ -117,6 +121,14 @@ class NotifySocket {
       const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
       if (n > 0) msgs_.emplace_back(buf, static_cast<std::size_t>(n));
     }
+  }
+  // Takes in every datagram already queued without matching any: the next wait sees only later ones.
+  void skip_queued() {
+    char buf[4096];
+    for (ssize_t n; (n = recv(fd_, buf, sizeof(buf), MSG_DONTWAIT)) > 0;) {
+      msgs_.emplace_back(buf, static_cast<std::size_t>(n));
+    }
+    seen_ = msgs_.size();
   }
   const std::vector<std::string>& messages() const { return msgs_; }
 
@@ -401,6 +413,109 @@ TEST(GatewayDaemon, StartLoadMetricsReloadAndSigtermDrain) {
     std::printf(" [%s]", one.c_str());
   }
   std::printf("\n");
+  std::remove(yaml.c_str());
+}
+
+// The one thread of `pid` allowed to run on `cpus` alone (Cpus_allowed_list): the data-plane core EAL pinned
+// there. 0 if there is not exactly one; `*seen` lists every thread's name and CPUs for the failure message.
+pid_t thread_pinned_to(pid_t pid, const std::string& cpus, std::string* seen) {
+  pid_t found = 0;
+  int matches = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::string comm = read_file(e.path().string() + "/comm");
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    std::istringstream status(read_file(e.path().string() + "/status"));
+    std::string line, allowed;
+    while (std::getline(status, line)) {
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) allowed = line.substr(line.find_first_not_of(" \t", 18));
+    }
+    *seen += " " + e.path().filename().string() + "(" + comm + ", cpus " + allowed + ")";
+    if (allowed == cpus) {
+      found = static_cast<pid_t>(std::stol(e.path().filename().string()));
+      ++matches;
+    }
+  }
+  return matches == 1 ? found : 0;
+}
+
+// The systemd watchdog (daemon/watchdog.hpp) with WATCHDOG_USEC as systemd sets it for WatchdogSec=: pings
+// every half interval; none while the data-plane core is frozen (ptrace stops that one thread, so the control
+// thread, which sends the pings, runs on), one error line naming the core, /healthz 503; pings again once the
+// core runs.
+TEST(GatewayDaemon, WatchdogWithheldWhileTheCoreIsFrozen) {
+  const std::string tag = std::to_string(getpid());
+  const std::string yaml = "/tmp/gwd_wd_" + tag + ".yaml";
+  const std::string log = "/tmp/gwd_wd_" + tag + ".log";
+  std::remove(log.c_str());
+  write_file(yaml, config_text("info", "[\"198.18.0.0/15\"]", 64));
+  NotifySocket notify;
+  ASSERT_TRUE(notify.ok()) << "cannot bind " << notify.path() << ": " << std::strerror(errno);
+  Child daemon;
+  ASSERT_TRUE(spawn(&daemon, {g_self, "daemon", "--config", yaml, "--set", "telemetry.core_stall_ms=300"},
+                    log, {"NOTIFY_SOCKET=" + notify.path(), "WATCHDOG_USEC=1000000"}));
+  ASSERT_TRUE(notify.wait("READY=1", 90s)) << "no READY=1; log:\n" << read_file(log);
+  const auto t_ready = Clock::now();
+  ASSERT_TRUE(notify.wait("WATCHDOG=1", 2s)) << "no WATCHDOG=1 after READY=1; log:\n" << read_file(log);
+  ASSERT_TRUE(notify.wait("WATCHDOG=1", 2s)) << "no second WATCHDOG=1";
+  const double two_pings_s = std::chrono::duration<double>(Clock::now() - t_ready).count();
+  EXPECT_NE(read_file(log).find("watchdog_usec=1000000"), std::string::npos) << read_file(log);
+
+  // The liveness check compares each core's polls with what the previous probe saw (a core seen for the first
+  // time gets a full threshold), as a kubelet probing periodically drives it: a probe before the freeze, and
+  // the second probe into it (the first may still see polls published after the one before) must fail.
+  const HttpReply healthy = http_get("/healthz");
+  EXPECT_EQ(healthy.status, 200) << healthy.body;
+
+  // config_text puts the one data-plane core on CPU 1.
+  std::string threads;
+  const pid_t core = thread_pinned_to(daemon.pid, "1", &threads);
+  ASSERT_GT(core, 0) << "no single thread pinned to CPU 1:" << threads;
+  ASSERT_EQ(ptrace(PTRACE_SEIZE, core, nullptr, nullptr), 0) << "PTRACE_SEIZE: " << std::strerror(errno);
+  ASSERT_EQ(ptrace(PTRACE_INTERRUPT, core, nullptr, nullptr), 0) << std::strerror(errno);
+  int st = 0;
+  ASSERT_EQ(waitpid(core, &st, __WALL), core) << std::strerror(errno);
+  const auto t_frozen = Clock::now();
+  const bool withheld =
+      wait_for([&] { return read_file(log).find("watchdog withheld") != std::string::npos; }, 5s);
+  const double withheld_s = std::chrono::duration<double>(Clock::now() - t_frozen).count();
+  // Pings sent before the line was written are still queued; any later one is a ping for a frozen core.
+  notify.skip_queued();
+  const bool quiet = !notify.wait("WATCHDOG=1", 1500ms);
+  HttpReply healthz = http_get("/healthz");
+  int probes = 1;
+  for (; healthz.status != 503 && probes < 3; ++probes) {
+    std::this_thread::sleep_for(400ms);
+    healthz = http_get("/healthz");
+  }
+  ASSERT_EQ(ptrace(PTRACE_DETACH, core, nullptr, nullptr), 0) << std::strerror(errno);
+
+  const std::string frozen_log = read_file(log);
+  ASSERT_TRUE(withheld) << "no \"watchdog withheld\" within 5 s of freezing thread " << core << ":\n"
+                        << frozen_log;
+  EXPECT_TRUE(quiet) << "WATCHDOG=1 while the core was frozen";
+  EXPECT_EQ(healthz.status, 503) << healthz.body;
+  EXPECT_LE(probes, 2) << "probes 400 ms apart before /healthz failed";
+  const auto at = frozen_log.find("watchdog withheld");
+  const std::string line = frozen_log.substr(frozen_log.rfind('\n', at) + 1,
+                                             frozen_log.find('\n', at) - frozen_log.rfind('\n', at) - 1);
+  for (const char* field : {"level=error", " cores=1 ", "core_stall_ms=300", "watchdog_usec=1000000"}) {
+    EXPECT_NE(line.find(field), std::string::npos) << field << " missing: " << line;
+  }
+  EXPECT_EQ(frozen_log.find("watchdog withheld", at + 1), std::string::npos) << "logged more than once";
+
+  EXPECT_TRUE(notify.wait("WATCHDOG=1", 3s)) << "no WATCHDOG=1 after the core resumed";
+  EXPECT_TRUE(wait_for([&] { return read_file(log).find("watchdog resumed") != std::string::npos; }, 3s))
+      << read_file(log);
+  kill(daemon.pid, SIGTERM);
+  EXPECT_EQ(daemon.wait_exit(60s), 0) << read_file(log);
+  std::string reason = healthz.body;
+  if (!reason.empty() && reason.back() == '\n') reason.pop_back();
+  std::printf(
+      "gateway_daemon: watchdog: WATCHDOG_USEC=1000000, 2 pings %.2f s after READY=1; core thread %d frozen: "
+      "withheld after %.2f s, no ping for 1.5 s, /healthz %d after %d probe(s) (%s); pings again after the "
+      "detach\n"
+      "gateway_daemon: %s\n",
+      two_pings_s, static_cast<int>(core), withheld_s, healthz.status, probes, reason.c_str(), line.c_str());
   std::remove(yaml.c_str());
 }
 
