@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <new>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -96,6 +97,109 @@ class DocumentCounter final : public YAML::EventHandler {
   int count_ = 0;
   YAML::Mark second_;
 };
+
+// A position in the text, 1-based.
+struct TextPos {
+  int line = 0;
+  int column = 0;
+};
+
+// The first line up to `last_line` (1-based; 0: any) whose indentation holds a tab, at that tab. yaml-cpp
+// reports such a line as "illegal map value" or "illegal tab when looking for indentation", neither of which
+// says what to change. Lines holding only blanks or a comment are left out: a tab there is harmless.
+std::optional<TextPos> tabInIndentation(std::string_view text, int last_line) {
+  int line = 1;
+  for (std::size_t start = 0; start < text.size(); ++line) {
+    if (last_line > 0 && line > last_line) break;
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view l = text.substr(start, end - start);
+    const std::size_t content = l.find_first_not_of(" \t\r");
+    if (content != std::string_view::npos && l[content] != '#') {
+      if (const std::size_t tab = l.find('\t'); tab < content) {
+        return TextPos{line, static_cast<int>(tab) + 1};
+      }
+    }
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+// A flow collection's opening bracket ('[' or '{') and where it is.
+struct FlowOpener {
+  char bracket = 0;
+  TextPos at;
+};
+
+// The flow collections still open at the end of line `last_line` (1-based; 0: the whole text), outermost
+// first. yaml-cpp reports an unclosed one where it gave up looking, often the next line or the end of the
+// file; the operator needs the line that opened it. A '[' or '{' opens one where YAML starts a value: at the
+// start of a line, after "- ", after ": ", or inside another flow collection. Quoted strings and comments are
+// skipped.
+std::vector<FlowOpener> openFlows(std::string_view text, int last_line) {
+  std::vector<FlowOpener> open;
+  int line = 1, column = 1;
+  bool value_start = true;  // outside flow: the next non-blank character starts a value
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (ch == '\n') {
+      if (last_line > 0 && line >= last_line) break;
+      ++line;
+      column = 1;
+      value_start = true;
+      continue;
+    }
+    const TextPos here{line, column};
+    ++column;
+    const char prev = i == 0 ? '\n' : text[i - 1];
+    const bool after_blank = prev == ' ' || prev == '\t' || prev == '\n';
+    if (ch == '#' && after_blank) {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+      continue;
+    }
+    if (ch == ' ' || ch == '\t' || ch == '\r') continue;
+    const bool token_start = !open.empty()
+                                 ? (after_blank || prev == ',' || prev == '[' || prev == '{' || prev == ':')
+                                 : value_start;
+    if ((ch == '"' || ch == '\'') && token_start) {
+      // To the closing quote ("\" escapes in double quotes, '' in single quotes), across lines.
+      for (++i; i < text.size(); ++i) {
+        if (text[i] == '\n') {
+          ++line;
+          column = 1;
+          continue;
+        }
+        ++column;
+        if (ch == '"' && text[i] == '\\') {
+          ++i;
+          ++column;
+        } else if (text[i] == ch) {
+          if (ch == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+            ++i;
+            ++column;
+          } else {
+            break;
+          }
+        }
+      }
+      value_start = false;
+      continue;
+    }
+    if ((ch == '[' || ch == '{') && token_start) {
+      open.push_back(FlowOpener{ch, here});
+      continue;
+    }
+    if (!open.empty()) {
+      if (ch == ']' || ch == '}') open.pop_back();
+      continue;
+    }
+    // Block context: a value starts after "- " and after ": " (or a colon at the end of the line).
+    const char next = i + 1 < text.size() ? text[i + 1] : '\n';
+    value_start = (ch == '-' && value_start && (next == ' ' || next == '\n')) ||
+                  (ch == ':' && (next == ' ' || next == '\n' || next == '\r'));
+  }
+  return open;
+}
 
 using detail::Diagnostics;
 
@@ -253,16 +357,40 @@ class Loader {
       if (!checkQuotes(text, root)) return;
       parseRoot(root);
     } catch (const YAML::Exception& e) {
-      // Marks are 0-based; a mark of -1 means yaml-cpp did not know the position.
       document_failed_ = true;
-      diag_.error(
-          fileOrigin(e.mark.line >= 0 ? e.mark.line + 1 : 0, e.mark.column >= 0 ? e.mark.column + 1 : 0), "",
-          "invalid YAML: " + e.msg);
+      yamlError(text, e);
     } catch (const std::bad_alloc&) {
       fail("out of memory while parsing");
     } catch (const std::exception& e) {
       fail(std::string("internal error while parsing: ") + e.what());
     }
+  }
+
+  // yaml-cpp's message at its mark (0-based; -1: position unknown), unless the text shows a likelier cause
+  // that its message does not name: a tab in the indentation, or a bracket never closed.
+  void yamlError(std::string_view text, const YAML::Exception& e) {
+    const int line = e.mark.line >= 0 ? e.mark.line + 1 : 0;
+    if (const std::optional<TextPos> tab = tabInIndentation(text, line)) {
+      diag_.error(
+          fileOrigin(tab->line, tab->column), "",
+          "invalid YAML: a tab in the indentation; YAML does not allow tabs for indentation; use spaces");
+      return;
+    }
+    const bool seq = e.msg == YAML::ErrorMsg::END_OF_SEQ_FLOW;
+    if (seq || e.msg == YAML::ErrorMsg::END_OF_MAP_FLOW) {
+      const char want = seq ? '[' : '{';
+      const std::vector<FlowOpener> open = openFlows(text, line);
+      for (auto it = open.rbegin(); it != open.rend(); ++it) {
+        if (it->bracket != want) continue;
+        const std::string where =
+            line > 0 ? " (the parser gave up looking at line " + std::to_string(line) + ")" : "";
+        diag_.error(fileOrigin(it->at.line, it->at.column), "",
+                    std::string("invalid YAML: this '") + want + "' is never closed; add the matching '" +
+                        (seq ? ']' : '}') + "'" + where);
+        return;
+      }
+    }
+    diag_.error(fileOrigin(line, e.mark.column >= 0 ? e.mark.column + 1 : 0), "", "invalid YAML: " + e.msg);
   }
 
   // yaml-cpp 0.7 ends an unterminated quoted scalar at end of file instead of failing, which would fold

@@ -213,10 +213,81 @@ logging:
 TEST(Document, SyntaxErrorGivesLineAndColumn) {
   EXPECT_THAT(errorsOf(R"(
 dataplane:
+  cores: [1, 2]]
+)"),
+              ElementsAre("conf/x.yaml:2:16: invalid YAML: illegal flow end"));
+}
+
+// yaml-cpp names the line where it gave up looking for the ']' (the next line, or the end of the file);
+// the operator needs the line that opened it.
+TEST(Document, UnclosedBracketIsNamedWhereItOpened) {
+  EXPECT_THAT(errorsOf(R"(
+dataplane:
   cores: [1, 2
   queue_depth: 8
 )"),
-              ElementsAre("conf/x.yaml:3:14: invalid YAML: end of sequence flow not found"));
+              ElementsAre("conf/x.yaml:2:10: invalid YAML: this '[' is never closed; add the matching ']' "
+                          "(the parser gave up looking at line 3)"));
+  EXPECT_THAT(errorsOf(R"(
+eal:
+  main_lcore: 1
+dataplane:
+  cores: [1, 2
+  queue_depth: 64
+logging:
+  level: info
+)"),
+              ElementsAre("conf/x.yaml:4:10: invalid YAML: this '[' is never closed; add the matching ']' "
+                          "(the parser gave up looking at line 5)"));
+}
+
+TEST(Document, UnclosedBraceIsNamedWhereItOpened) {
+  EXPECT_THAT(errorsOf(R"(
+listen:
+  addresses: {a: 1
+logging:
+  level: info
+)"),
+              ElementsAre("conf/x.yaml:2:14: invalid YAML: this '{' is never closed; add the matching '}' "
+                          "(the parser gave up looking at line 3)"));
+}
+
+// Brackets inside quoted strings, comments and closed flow collections before it are not the culprit; in a
+// list spanning lines, the innermost unclosed bracket is.
+TEST(Document, UnclosedBracketIgnoresQuotesCommentsAndClosedOnes) {
+  EXPECT_THAT(errorsOf(R"(
+# a comment with [ and {
+eal:
+  file_prefix: "x[y{"  # [
+dataplane:
+  cores: [1, 2]
+security:
+  allowed_clients: ["10.0.0.0/8", # the lab [
+    "192.168.0.0/16"
+logging:
+  level: info
+)"),
+              ElementsAre("conf/x.yaml:7:20: invalid YAML: this '[' is never closed; add the matching ']' "
+                          "(the parser gave up looking at line 9)"));
+}
+
+TEST(Document, TabInIndentationSaysUseSpaces) {
+  EXPECT_THAT(
+      errorsOf("eal:\n\tmain_lcore: 1\n"),
+      ElementsAre("conf/x.yaml:2:1: invalid YAML: a tab in the indentation; YAML does not allow tabs for "
+                  "indentation; use spaces"));
+  // After spaces, on a later line of the section (yaml-cpp: "illegal tab when looking for indentation").
+  EXPECT_THAT(
+      errorsOf("eal:\n  main_lcore: 1\n  \tmemory_mib: 2\n"),
+      ElementsAre("conf/x.yaml:3:3: invalid YAML: a tab in the indentation; YAML does not allow tabs for "
+                  "indentation; use spaces"));
+}
+
+TEST(Document, TabsOutsideTheIndentationAreFine) {
+  // Before a comment, and on a line of blanks: YAML allows both.
+  auto r = load("eal:\n  in_memory: false\t# shared config\n\t\n\t# a comment\n");
+  ASSERT_TRUE(r.ok()) << formatErrors(r.errors());
+  EXPECT_FALSE(r->config.eal.in_memory);
 }
 
 TEST(Document, BadIndentationIsASyntaxError) {
@@ -291,8 +362,9 @@ TEST(Document, BytesThatAreNotUtf8AreRejectedWithTheirPosition) {
     EXPECT_THAT(errors[0], StartsWith("conf/x.yaml:1:3: not UTF-8: byte 0x")) << bad;
   }
   // Real UTF-8 is fine, in comments and in values.
-  EXPECT_THAT(errorsOf("# 10 \xc2\xb5s \xe2\x86\x92 \xf0\x9f\x98\x80\neal:\n  hugepage_dir: \"/mnt/h\xc3\xa9\"\n"),
-              IsEmpty());
+  EXPECT_THAT(
+      errorsOf("# 10 \xc2\xb5s \xe2\x86\x92 \xf0\x9f\x98\x80\neal:\n  hugepage_dir: \"/mnt/h\xc3\xa9\"\n"),
+      IsEmpty());
   EXPECT_THAT(errorsOf("", {"eal.hugepage_dir=/h\xff"}),
               ElementsAre("--set eal.hugepage_dir: not UTF-8 (a value is UTF-8 text)"));
 }
@@ -625,8 +697,9 @@ TEST(Integers, NegotiatedKeysFollowTheProtocolLimits) {
   EXPECT_THAT(errorsOf("dataplane:\n  queue_depth: 3\n  signal_interval: 1\n"),
               ElementsAre("conf/x.yaml:2:3: dataplane.queue_depth: 3 is out of range [4, 16384]"));
   EXPECT_THAT(errorsOf("dataplane:\n  max_connections_per_core: 512\n"), IsEmpty());
-  EXPECT_THAT(errorsOf("dataplane:\n  max_connections_per_core: 513\n"),
-              ElementsAre("conf/x.yaml:2:3: dataplane.max_connections_per_core: 513 is out of range [1, 512]"));
+  EXPECT_THAT(
+      errorsOf("dataplane:\n  max_connections_per_core: 513\n"),
+      ElementsAre("conf/x.yaml:2:3: dataplane.max_connections_per_core: 513 is out of range [1, 512]"));
   EXPECT_THAT(errorsOf("dataplane:\n  max_fragments: 16\n"), IsEmpty());
   EXPECT_THAT(errorsOf("dataplane:\n  max_fragments: 17\n"),
               ElementsAre("conf/x.yaml:2:3: dataplane.max_fragments: 17 is out of range [1, 16]"));
