@@ -118,9 +118,12 @@ void checkCores(Checker& k, const HostFacts& host) {
   // Only the CPUs the process will run on: lcores beyond them were reported above.
   auto checkCpu = [&](std::uint32_t cpu, std::string_view key, const Origin& at) {
     if (!host.online_cpus.empty() && !host.online_cpus.contains(cpu)) {
-      k.reportAt(at, key,
-                 "cpu " + std::to_string(cpu) +
-                     " does not exist on this host (online cpus: " + host.online_cpus.str() + ")");
+      k.reportAt(
+          at, key,
+          "cpu " + std::to_string(cpu) +
+              (host.cpus_stated
+                   ? " is not among the host's cpus given by --host-cpus (" + host.online_cpus.str() + ")"
+                   : " does not exist on this host (online cpus: " + host.online_cpus.str() + ")"));
     } else if (!host.allowed_cpus.empty() && !host.allowed_cpus.contains(cpu)) {
       k.reportAt(at, key,
                  "cpu " + std::to_string(cpu) +
@@ -134,7 +137,7 @@ void checkCores(Checker& k, const HostFacts& host) {
   }
 }
 
-void checkEal(Checker& k) {
+void checkEal(Checker& k, const HostFacts& host) {
   const Config& c = k.c();
   if (k.usable({"eal.in_memory", "eal.hugepages"}) && c.eal.in_memory &&
       c.eal.hugepages == HugepageMode::kDisabled) {
@@ -148,6 +151,27 @@ void checkEal(Checker& k) {
       c.eal.hugepages == HugepageMode::kDisabled) {
     k.conflict("eal.hugepage_dir", "eal.hugepages", "is set, but {other} uses no hugepages",
                "disabled uses no hugepages, but {other} is set");
+  } else if (host.dir_state && k.usable({"eal.hugepage_dir"}) && !c.eal.hugepage_dir.empty()) {
+    // The EAL runtime's probe wants exactly a hugetlbfs mount point; anything else would fall back to
+    // --no-huge (eal.hugepages: auto) or fail at start (required), long after --check-config said yes.
+    const std::string& dir = c.eal.hugepage_dir;
+    switch (host.dir_state(dir)) {
+      case DirState::kMissing:
+        k.report("eal.hugepage_dir", "\"" + dir + "\" does not exist on this host");
+        break;
+      case DirState::kNotDirectory:
+        k.report("eal.hugepage_dir", "\"" + dir + "\" is not a directory");
+        break;
+      case DirState::kDirectory:
+        k.report("eal.hugepage_dir",
+                 "\"" + dir +
+                     "\" is not a hugetlbfs mount point; mount one there (mount -t hugetlbfs "
+                     "nodev " +
+                     dir + ") or leave the key empty for the default mount");
+        break;
+      case DirState::kHugetlbfsMount:
+        break;
+    }
   }
   if (k.usable({"store.capacity_mib", "eal.memory_mib"}) && c.eal.memory_mib != 0 &&
       c.store.capacity_mib >= c.eal.memory_mib) {
@@ -230,7 +254,7 @@ void validateInto(const Config& config, const ConfigOrigins& origins, const Host
                   const std::set<std::string>& failed, std::vector<ConfigError>& out) {
   Checker k(config, origins, failed, out);
   checkCores(k, host);
-  checkEal(k);
+  checkEal(k, host);
   checkDataplane(k);
   checkProtocol(k);
   checkStore(k);

@@ -2,17 +2,22 @@
 // The rdmagate command line, parsed without EAL, verbs or a config file, so host unit tests cover it.
 //
 //   rdmagate [--config FILE] [--set KEY=VALUE]...                 run the gateway (FILE: kDefaultConfigPath)
-//   rdmagate --check-config FILE [--print] [--set KEY=VALUE]...   load and validate, exit; --print also
-//                                                                 prints the effective config
+//   rdmagate --check-config FILE [--print] [--host-cpus LIST | --no-host] [--set KEY=VALUE]...
+//                                            load and validate, exit; --print also prints the effective
+//                                            config; --host-cpus / --no-host check a config written for
+//                                            another machine (its CPUs as stated / no machine facts at all)
 //   rdmagate --version | --help | -h
 //
 // Why getopt_long and not CLI11: CLI11 is not among the build dependencies (Debian 12 packages it, but
 // nothing else here needs it), and a handful of options with one repeatable one are what getopt_long does.
 // DPDK's own options never reach this parser: the daemon builds EAL's argument vector from the config.
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "conf/cpuset.hpp"
 
 namespace rdmagate::control {
 
@@ -31,6 +36,10 @@ struct CliOptions {
   std::string config_path;
   bool config_path_is_default = false;  // kRun without --config: a missing file then needs a hint
   bool print_config = false;            // --print: kCheckConfig prints the effective config
+  // kCheckConfig only. --host-cpus: validate against these CPUs instead of this machine's, and skip the
+  // other checks that read this machine; --no-host: skip every check that reads this machine.
+  std::optional<conf::CpuSet> host_cpus;
+  bool no_host = false;
   std::vector<std::string> overrides;  // --set values in order ("key=value"), for conf::LoadOptions
 };
 

@@ -82,6 +82,81 @@ TEST(Cores, UnknownHostSkipsTheHostChecks) {
   EXPECT_THAT(errorsOf("eal:\n  main_lcore: 100\ndataplane:\n  cores: [101]\n", {}, HostFacts{}), IsEmpty());
 }
 
+// --check-config --host-cpus: the CPUs of the machine the file is written for, and the error says whose
+// CPUs they are.
+TEST(Cores, StatedHostCpusAreCheckedAndNamed) {
+  const HostFacts h = statedHostFacts(CpuSet{0, 1, 2, 3});
+  EXPECT_THAT(errorsOf("eal:\n  main_lcore: 2\ndataplane:\n  cores: [3]\n", {}, h), IsEmpty());
+  EXPECT_THAT(errorsOf("dataplane:\n  cores: [3, 4]\n", {}, h),
+              ElementsAre("conf/x.yaml:2:14: dataplane.cores: cpu 4 is not among the host's cpus given by "
+                          "--host-cpus (0-3)"));
+}
+
+TEST(HostChecks, SkippedOnesAreNamed) {
+  EXPECT_THAT(skippedHostChecks(HostFacts{}),
+              ElementsAre("that the CPUs of eal.main_lcore and dataplane.cores exist",
+                          "that those CPUs are in the process's CPU affinity",
+                          "that eal.hugepage_dir is a hugetlbfs mount"));
+  EXPECT_THAT(skippedHostChecks(statedHostFacts(CpuSet{0, 1})),
+              ElementsAre("that those CPUs are in the process's CPU affinity",
+                          "that eal.hugepage_dir is a hugetlbfs mount"));
+  HostFacts all = testing::host16();
+  all.allowed_cpus = CpuSet{0, 1};
+  all.dir_state = [](const std::string&) { return DirState::kHugetlbfsMount; };
+  EXPECT_THAT(skippedHostChecks(all), IsEmpty());
+}
+
+// The running host as readHostFacts() sees it: every fact a Linux machine has is known, so a plain
+// --check-config skips nothing.
+TEST(HostChecks, ThisHostIsFullyKnown) {
+  const HostFacts h = readHostFacts();
+  EXPECT_FALSE(h.online_cpus.empty());
+  EXPECT_FALSE(h.allowed_cpus.empty());
+  EXPECT_FALSE(h.cpus_stated);
+  ASSERT_TRUE(h.dir_state);
+  EXPECT_EQ(h.dir_state("/nonexistent-rdmagate-dir"), DirState::kMissing);
+  EXPECT_EQ(h.dir_state("/proc/self/status"), DirState::kNotDirectory);
+  EXPECT_EQ(h.dir_state("/"), DirState::kDirectory);
+  EXPECT_THAT(skippedHostChecks(h), IsEmpty());
+}
+
+HostFacts hostWithDir(DirState state) {
+  HostFacts h = testing::host16();
+  h.dir_state = [state](const std::string& path) {
+    return path == "/dev/hugepages" ? state : DirState::kMissing;
+  };
+  return h;
+}
+
+TEST(HugepageDir, MustBeAHugetlbfsMountOnThisHost) {
+  const std::string_view file = "eal:\n  hugepage_dir: /dev/hugepages\n";
+  EXPECT_THAT(errorsOf(file, {}, hostWithDir(DirState::kHugetlbfsMount)), IsEmpty());
+  EXPECT_THAT(
+      errorsOf(file, {}, hostWithDir(DirState::kMissing)),
+      ElementsAre("conf/x.yaml:2:3: eal.hugepage_dir: \"/dev/hugepages\" does not exist on this host"));
+  EXPECT_THAT(errorsOf(file, {}, hostWithDir(DirState::kNotDirectory)),
+              ElementsAre("conf/x.yaml:2:3: eal.hugepage_dir: \"/dev/hugepages\" is not a directory"));
+  EXPECT_THAT(
+      errorsOf(file, {}, hostWithDir(DirState::kDirectory)),
+      ElementsAre(
+          "conf/x.yaml:2:3: eal.hugepage_dir: \"/dev/hugepages\" is not a hugetlbfs mount point; mount "
+          "one there (mount -t hugetlbfs nodev /dev/hugepages) or leave the key empty for the default "
+          "mount"));
+  // From --set, the error names the override.
+  EXPECT_THAT(errorsOf("", {"eal.hugepage_dir=/dev/hugepages"}, hostWithDir(DirState::kMissing)),
+              ElementsAre("--set eal.hugepage_dir: \"/dev/hugepages\" does not exist on this host"));
+}
+
+TEST(HugepageDir, NotCheckedWhenEmptyUnknownOrConflicting) {
+  EXPECT_THAT(errorsOf("eal:\n  hugepage_dir: \"\"\n", {}, hostWithDir(DirState::kMissing)), IsEmpty());
+  // --no-host: no dir_state.
+  EXPECT_THAT(errorsOf("eal:\n  hugepage_dir: /nowhere\n", {}, testing::host16()), IsEmpty());
+  // With hugepages disabled the conflict is the one error.
+  EXPECT_THAT(errorsOf("eal:\n  hugepages: disabled\n  in_memory: false\n  hugepage_dir: /dev/hugepages\n",
+                       {}, hostWithDir(DirState::kMissing)),
+              ElementsAre(HasSubstr("eal.hugepage_dir: is set, but eal.hugepages = disabled")));
+}
+
 TEST(Cores, CoreAboveRteMaxLcore) {
   EXPECT_THAT(errorsOf("dataplane:\n  cores: [1, 128]\n"),
               ElementsAre("conf/x.yaml:2:14: dataplane.cores: cpu 128 is out of range [0, 127]"));

@@ -5,6 +5,8 @@
 #       check-print    ... with --print prints the effective config with its origins
 #       short-help     -h prints what --help prints, exits 0
 #       default-config no --config and no /etc/rdmagate/rdmagate.yaml: exits 78 naming that path
+#       other-host     a config for CPUs 2-5 and a hugetlbfs mount this machine lacks: --host-cpus 0-7 and
+#                      --no-host accept it and name what they skipped; --host-cpus 0-3 rejects it
 # Exit 77 (CTest SKIP_RETURN_CODE) where the host cannot run a case: a valid config needs 2 CPUs (main
 # lcore and one data-plane core), and the default-path case needs the default file to be absent.
 set -u
@@ -43,6 +45,27 @@ case $2 in
     rc=$?
     [ "$rc" -eq 78 ] || fail "exit $rc, want 78"
     grep -q '/etc/rdmagate/rdmagate.yaml does not exist' "$tmp/err" || fail "stderr does not name the path"
+    ;;
+  other-host)
+    printf 'eal:\n  main_lcore: 2\n  hugepage_dir: /nonexistent/hugepages\ndataplane:\n  cores: [3, 4, 5]\n' \
+      >"$tmp/other.yaml"
+    "$bin" --check-config "$tmp/other.yaml" --host-cpus 0-7 >"$tmp/out" 2>"$tmp/err" || fail "--host-cpus 0-7: exit $?, want 0"
+    grep -q 'configuration is valid for a host with cpus 0-7; not checked (--host-cpus):.*eal.hugepage_dir' \
+      "$tmp/err" || fail "--host-cpus: does not say what it skipped"
+    "$bin" --check-config "$tmp/other.yaml" --no-host >"$tmp/out" 2>"$tmp/err" || fail "--no-host: exit $?, want 0"
+    grep -q 'configuration is valid; not checked (--no-host): that the CPUs' "$tmp/err" ||
+      fail "--no-host: does not say what it skipped"
+    "$bin" --check-config "$tmp/other.yaml" --host-cpus 0-3 >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq 78 ] || fail "--host-cpus 0-3: exit $rc, want 78"
+    grep -q 'other.yaml:5:.*cpu 4 is not among the host.s cpus given by --host-cpus (0-3)' "$tmp/err" ||
+      fail "--host-cpus 0-3: no error naming cpu 4"
+    # This machine: the directory does not exist here.
+    "$bin" --check-config "$tmp/other.yaml" --set dataplane.cores=1 --set eal.main_lcore=0 >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq 78 ] || fail "this host: exit $rc, want 78"
+    grep -q 'other.yaml:3:3: eal.hugepage_dir: "/nonexistent/hugepages" does not exist on this host' "$tmp/err" ||
+      fail "this host: no error naming eal.hugepage_dir"
     ;;
   *)
     echo "unknown case $2" >&2

@@ -81,13 +81,52 @@ TEST(Cli, VersionAndHelp) {
   EXPECT_THAT(version_text(), HasSubstr("rdmagate "));
   EXPECT_FALSE(version_string().empty());
   const std::string u = usage_text("rdmagate");
-  for (const char* opt :
-       {"--config FILE", "--check-config FILE", "--print", "--set KEY=VALUE", "--version", "-h, --help"}) {
+  for (const char* opt : {"--config FILE", "--check-config FILE", "--print", "--host-cpus LIST", "--no-host",
+                          "--set KEY=VALUE", "--version", "-h, --help"}) {
     EXPECT_THAT(u, HasSubstr(opt));
   }
+  // Every long option the parser takes is in the help (the usage lines and the option list).
+  for (const char* opt : {"\n  --config", "\n  --check-config", "\n  --print", "\n  --host-cpus",
+                          "\n  --no-host", "\n  --set", "\n  --version", "\n  -h, --help"}) {
+    EXPECT_THAT(u, HasSubstr(opt)) << opt << " is not described";
+  }
+  EXPECT_THAT(u, HasSubstr("[--host-cpus LIST | --no-host]"));
+  // The exit codes a supervisor keys on.
+  EXPECT_THAT(u, HasSubstr("78 configuration error"));
   // The help is read where the binary is installed, without the source tree.
   EXPECT_THAT(u, Not(HasSubstr("README")));
   EXPECT_THAT(u, Not(HasSubstr(".md")));
+  EXPECT_THAT(u, Not(HasSubstr("conf/")));
+  EXPECT_THAT(u, Not(HasSubstr("docs/")));
+  EXPECT_THAT(u, Not(HasSubstr("deploy/")));
+  // Read in a terminal: no line wider than 100 columns.
+  std::size_t start = 0;
+  while (start < u.size()) {
+    const std::size_t end = u.find('\n', start);
+    EXPECT_LE((end == std::string::npos ? u.size() : end) - start, 100u) << u.substr(start, end - start);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+}
+
+// A config written for another machine: its CPUs stated, or no machine facts at all.
+TEST(Cli, CheckConfigForAnotherHost) {
+  const CliParse stated = parse({"--check-config", "x.yaml", "--host-cpus", "0-63"});
+  ASSERT_TRUE(stated.ok) << stated.error;
+  ASSERT_TRUE(stated.options.host_cpus.has_value());
+  EXPECT_EQ(stated.options.host_cpus->str(), "0-63");
+  EXPECT_FALSE(stated.options.no_host);
+  const CliParse big = parse({"--host-cpus=0-255,1024", "--check-config", "x.yaml"});
+  ASSERT_TRUE(big.ok) << big.error;
+  EXPECT_EQ(big.options.host_cpus->size(), 257u);
+  const CliParse none = parse({"--no-host", "--check-config", "x.yaml", "--print"});
+  ASSERT_TRUE(none.ok) << none.error;
+  EXPECT_TRUE(none.options.no_host);
+  EXPECT_FALSE(none.options.host_cpus.has_value());
+  const CliParse here = parse({"--check-config", "x.yaml"});
+  ASSERT_TRUE(here.ok) << here.error;
+  EXPECT_FALSE(here.options.no_host);
+  EXPECT_FALSE(here.options.host_cpus.has_value());
 }
 
 TEST(Cli, Errors) {
@@ -111,6 +150,18 @@ TEST(Cli, Errors) {
       {{"-c", "a"}, "unknown option -c"},
       {{"-h", "x"}, "unexpected argument \"x\""},
       {{"--config", "a", "extra"}, "unexpected argument \"extra\""},
+      {{"--config", "a", "--no-host"}, "--no-host needs --check-config FILE"},
+      {{"--host-cpus", "0-3"}, "--host-cpus needs --check-config FILE"},
+      {{"--check-config", "a", "--no-host", "--host-cpus", "0-3"},
+       "--host-cpus and --no-host exclude each other"},
+      {{"--check-config", "a", "--host-cpus", "0-3", "--host-cpus", "4"}, "--host-cpus given twice"},
+      {{"--check-config", "a", "--host-cpus", "3-1"},
+       "--host-cpus 3-1: range \"3-1\" is descending; expected a cpulist, e.g. --host-cpus 0-63"},
+      {{"--check-config", "a", "--host-cpus", "all"},
+       "--host-cpus all: \"all\" is not a cpu number; expected a cpulist, e.g. --host-cpus 0-63"},
+      {{"--check-config", "a", "--host-cpus", ""},
+       "--host-cpus : empty cpu list; expected a cpulist, e.g. --host-cpus 0-63"},
+      {{"--check-config", "a", "--host-cpus"}, "--host-cpus: missing argument"},
   };
   for (const Case& c : cases) {
     const CliParse r = parse(c.args);
