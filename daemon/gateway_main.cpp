@@ -20,6 +20,7 @@
 #include "daemon/gateway.hpp"
 #include "daemon/gateway_cli.hpp"
 #include "daemon/log.hpp"
+#include "dataplane/eal_runtime.hpp"
 
 // Also linked into the guest test (RDMAGATE_GATEWAY_MAIN_EMBEDDED), which re-executes itself as the daemon,
 // so the test binary and its library closure are all the guest needs.
@@ -91,6 +92,15 @@ int rdmagate_main(int argc, char** argv) {
                        {"config", o.config_path},
                        {"overrides", static_cast<std::uint64_t>(o.overrides.size())}});
   for (const std::string& s : o.overrides) lg.debug("override", {{"set", s}});
+  // DPDK's own lines in the same stream and format, from before rte_eal_init on (EAL logs while it starts).
+  std::string route_error;
+  const bool routed = dataplane::route_eal_log(
+      [](int priority, std::string_view line) {
+        control::log::logger().log(control::log::level_of_syslog_priority(priority), line,
+                                   {{"component", "dpdk"}});
+      },
+      &route_error);
+  if (!routed) lg.warn("dpdk log lines stay on stderr", {{"error", route_error}});
 
   // Before EAL or civetweb start a thread: every thread inherits the blocked mask.
   std::string error;

@@ -251,6 +251,13 @@ int syslog_priority(Level l) noexcept {
   return 6;
 }
 
+Level level_of_syslog_priority(int priority) noexcept {
+  if (priority >= 0 && priority <= 3) return Level::kError;
+  if (priority == 4) return Level::kWarn;
+  if (priority == 7) return Level::kDebug;
+  return Level::kInfo;
+}
+
 bool fd_is_journal_stream(int fd, const char* journal_stream) noexcept {
   if (journal_stream == nullptr) return false;
   unsigned long long dev = 0, ino = 0;

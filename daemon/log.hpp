@@ -73,6 +73,9 @@ std::string sanitize_key(std::string_view k);
 // The syslog priority journald files a line of this level under: error 3 (LOG_ERR), warn 4, info 6,
 // debug and trace 7.
 int syslog_priority(Level l) noexcept;
+// The inverse, for lines that arrive with a syslog priority (DPDK's, through dataplane::route_eal_log): 0-3
+// error, 4 warn, 5 (notice) and 6 info, 7 debug; anything else info.
+Level level_of_syslog_priority(int priority) noexcept;
 // Whether `fd` is the stream systemd names in `journal_stream` (the JOURNAL_STREAM variable:
 // "<device>:<inode>" of the socket it gave the service as stdout/stderr). Only then is a "<N>" prefix read as
 // the line's priority; anywhere else (a terminal, a file, a container runtime) it would be noise.

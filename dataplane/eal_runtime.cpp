@@ -3,6 +3,8 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
+#include <rte_log.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,8 +14,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
-#include <sys/stat.h>
 
 namespace rdmagate::dataplane {
 namespace {
@@ -85,6 +87,64 @@ void for_each_line(std::string_view text, Fn&& fn) {
   }
 }
 
+// The FILE* DPDK writes its log to once route_eal_log ran, and where its lines go. Created once and never
+// closed: DPDK keeps the pointer for the life of the process and may log while it exits.
+struct EalLogRoute {
+  std::mutex mutex;  // the sink, and one line at a time into it
+  EalLogSink sink;
+  FILE* stream = nullptr;
+};
+
+EalLogRoute& eal_log_route() {
+  static EalLogRoute* route = new EalLogRoute();
+  return *route;
+}
+
+// What a thread has written since its last newline. Per thread because DPDK's message level is per thread
+// (rte_log_cur_msg_loglevel) and two threads' partial lines must not mix; the stream is unbuffered, so each
+// vfprintf reaches the cookie from the thread that made it.
+thread_local std::string t_eal_partial;
+
+// The cookie's write: whole lines to the sink, the rest kept for the next write.
+ssize_t eal_log_write(void* /*cookie*/, const char* buf, size_t size) {
+  const int priority = syslog_priority_of_rte_level(rte_log_cur_msg_loglevel());
+  std::string& pending = t_eal_partial;
+  pending.append(buf, size);
+  size_t start = 0;
+  for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+    std::string_view line(pending.data() + start, nl - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    EalLogRoute& r = eal_log_route();
+    const std::lock_guard lock(r.mutex);
+    if (r.sink) {
+      r.sink(priority, line);
+    } else {
+      std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+    }
+  }
+  pending.erase(0, start);
+  return static_cast<ssize_t>(size);
+}
+
+// This runtime's own warnings: to the routed sink when there is one, else stderr.
+void eal_warn(const std::string& text) {
+  EalLogRoute& r = eal_log_route();
+  const std::lock_guard lock(r.mutex);
+  if (r.sink) {
+    r.sink(4, text);
+  } else {
+    std::fprintf(stderr, "rdmagate: warning: %s\n", text.c_str());
+  }
+}
+
+// "2 MiB", "1 GiB", "64 KiB".
+std::string size_text(uint64_t bytes) {
+  if (bytes != 0 && bytes % (uint64_t{1} << 30) == 0) return std::to_string(bytes >> 30) + " GiB";
+  if (bytes != 0 && bytes % (uint64_t{1} << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes >> 10) + " KiB";
+}
+
 // EAL writes its runtime directory under /var/run when it can; a minimal guest has no /var at all.
 void ensure_var_run() {
   struct stat st {};
@@ -92,11 +152,42 @@ void ensure_var_run() {
   if (errno != ENOENT) return;
   (void)mkdir("/var", 0755);
   if (mkdir("/var/run", 0755) != 0 && errno != EEXIST && geteuid() == 0) {
-    std::fprintf(stderr, "rdmagate: warning: cannot create /var/run: %s\n", std::strerror(errno));
+    eal_warn(std::string("cannot create /var/run: ") + std::strerror(errno));
   }
 }
 
 }  // namespace
+
+int syslog_priority_of_rte_level(int rte_level) noexcept {
+  // RTE_LOG_EMERG (1) .. RTE_LOG_DEBUG (8) are LOG_EMERG (0) .. LOG_DEBUG (7) shifted by one.
+  if (rte_level < static_cast<int>(RTE_LOG_EMERG) || rte_level > static_cast<int>(RTE_LOG_DEBUG)) return 6;
+  return rte_level - 1;
+}
+
+bool route_eal_log(EalLogSink sink, std::string* error) {
+  EalLogRoute& r = eal_log_route();
+  const std::lock_guard lock(r.mutex);
+  if (r.stream == nullptr) {
+    cookie_io_functions_t io{};
+    io.write = eal_log_write;
+    FILE* f = fopencookie(nullptr, "w", io);
+    if (f == nullptr) {
+      if (error) *error = std::string("eal log: fopencookie: ") + std::strerror(errno);
+      return false;
+    }
+    // Unbuffered: each of DPDK's vfprintf calls reaches eal_log_write from the logging thread, which is what
+    // makes the per-thread level and partial line right.
+    std::setvbuf(f, nullptr, _IONBF, 0);
+    if (rte_openlog_stream(f) != 0) {
+      std::fclose(f);
+      if (error) *error = "eal log: rte_openlog_stream failed";
+      return false;
+    }
+    r.stream = f;
+  }
+  r.sink = std::move(sink);
+  return true;
+}
 
 HugepageProbe parse_hugepage_probe(std::string_view meminfo, std::string_view mounts,
                                    std::string_view want_dir, uint64_t need_bytes) {
@@ -137,9 +228,19 @@ HugepageProbe parse_hugepage_probe(std::string_view meminfo, std::string_view mo
     p.reason = want_dir.empty() ? "hugepages are reserved but no hugetlbfs is mounted"
                                 : "no hugetlbfs of the default page size is mounted on " + std::string(want_dir);
   } else if (need_bytes > p.free_pages * p.page_size_bytes) {
-    char buf[160];
-    std::snprintf(buf, sizeof(buf), "only %" PRIu64 " MiB of hugepages free, %" PRIu64 " MiB requested",
-                  (p.free_pages * p.page_size_bytes) >> 20, need_bytes >> 20);
+    // The gateway derives -m from store.capacity_mib unless eal.memory_mib sets it: both ways out are named,
+    // since "no usable hugepages" with hundreds of MiB free reads like a broken host.
+    const uint64_t need_pages = (need_bytes + p.page_size_bytes - 1) / p.page_size_bytes;
+    const uint64_t missing = need_pages - p.free_pages;
+    char buf[512];
+    std::snprintf(buf, sizeof(buf),
+                  "%" PRIu64 " MiB of EAL memory (-m) needs %" PRIu64 " hugepages of %s, only %" PRIu64
+                  " are free (%" PRIu64 " MiB); reserve %" PRIu64 " more (echo %" PRIu64
+                  " > /proc/sys/vm/nr_hugepages), or lower store.capacity_mib (eal.memory_mib: 0 derives -m "
+                  "from it) or eal.memory_mib to fit in %" PRIu64 " MiB",
+                  need_bytes >> 20, need_pages, size_text(p.page_size_bytes).c_str(), p.free_pages,
+                  (p.free_pages * p.page_size_bytes) >> 20, missing, p.total_pages + missing,
+                  (p.free_pages * p.page_size_bytes) >> 20);
     p.reason = buf;
   } else {
     p.usable = true;
@@ -159,6 +260,21 @@ HugepageProbe probe_hugepages(std::string_view want_dir, uint64_t need_bytes) {
     }
   }
   return p;
+}
+
+std::string hugepage_fallback_warning(const HugepageProbe& p, uint64_t need_bytes) {
+  std::string w = "no usable hugepages (" + p.reason +
+                  "); eal falls back to --no-huge: 4 KiB pages, slow ibv_reg_mr, fixed heap";
+  // The shortage case already says what to do (its reason names the pages and the keys).
+  if (p.page_size_bytes != 0 && p.free_pages != 0 && !p.mount_dir.empty()) return w;
+  const uint64_t page = p.page_size_bytes != 0 ? p.page_size_bytes : uint64_t{2} << 20;
+  const uint64_t need_pages = need_bytes != 0 ? (need_bytes + page - 1) / page : 128;
+  if (p.free_pages == 0) {
+    w += "; reserve " + std::to_string(need_pages) + " hugepages of " + size_text(page) + " (echo " +
+         std::to_string(p.total_pages + need_pages) + " > /proc/sys/vm/nr_hugepages)";
+  }
+  if (p.mount_dir.empty()) w += "; mount hugetlbfs (mount -t hugetlbfs nodev /dev/hugepages)";
+  return w;
 }
 
 std::vector<std::string> build_eal_args(const EalOptions& opts, EalMemoryMode mode) {
@@ -234,11 +350,7 @@ std::unique_ptr<EalRuntime> EalRuntime::init(const EalOptions& opts, std::string
         rt->mode_ = EalMemoryMode::kHugepages;
       } else {
         rt->mode_ = EalMemoryMode::kNoHuge;
-        std::fprintf(stderr,
-                     "rdmagate: warning: no usable hugepages (%s); eal falls back to --no-huge: 4 KiB pages, "
-                     "slow ibv_reg_mr, fixed heap; reserve some with 'echo 256 > /proc/sys/vm/nr_hugepages' "
-                     "and 'mount -t hugetlbfs nodev /dev/hugepages'\n",
-                     rt->probe_.reason.c_str());
+        eal_warn(hugepage_fallback_warning(rt->probe_, need_bytes));
       }
       break;
   }
@@ -252,7 +364,7 @@ std::unique_ptr<EalRuntime> EalRuntime::init(const EalOptions& opts, std::string
 
   if (g_eal_attempted.exchange(true)) {
     // A failed rte_eal_init may leave EAL half-initialised; let EAL itself decide, but say why.
-    std::fprintf(stderr, "rdmagate: warning: eal init retried after an earlier failure in this process\n");
+    eal_warn("eal init retried after an earlier failure in this process");
   }
   const auto t0 = std::chrono::steady_clock::now();
   rte_errno = 0;
@@ -278,7 +390,7 @@ std::unique_ptr<EalRuntime> EalRuntime::init(const EalOptions& opts, std::string
 EalRuntime::~EalRuntime() {
   if (owns_eal_) {
     const int ret = rte_eal_cleanup();
-    if (ret != 0) std::fprintf(stderr, "rdmagate: eal cleanup failed: %s\n", rte_strerror(-ret));
+    if (ret != 0) eal_warn(std::string("eal cleanup failed: ") + rte_strerror(-ret));
   }
 }
 

@@ -6,9 +6,13 @@
 //   hugepages free and a hugetlbfs mounted -> --in-memory --no-pci --iova-mode=va (one contiguous chunk)
 //   otherwise                              -> --no-huge --no-pci --no-shconf, with one warning line
 // and always passes --no-telemetry.
+//
+// DPDK's own log lines (EAL: ...) go wherever route_eal_log() says, so that a daemon's log stays one format;
+// before that call, or without it, DPDK writes to stderr (and syslog) as it always does.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -39,6 +43,19 @@ struct EalOptions {
   std::vector<std::string> extra_args;   // appended last, so they override the above
 };
 
+// Where DPDK's log lines and this runtime's own warnings go: one call per line, without its newline, with the
+// line's syslog priority (3 error ... 7 debug; DPDK's RTE_LOG_* levels are these plus one). May be called
+// from any thread that logs through DPDK, one line at a time.
+using EalLogSink = std::function<void(int syslog_priority, std::string_view line)>;
+
+// Routes DPDK's log stream (rte_openlog_stream, which is process-wide) to `sink`, now: call it before
+// EalRuntime::init, since EAL logs while it initialises. A later call replaces the sink; a null sink sends
+// lines back to stderr. Returns false with *error when the stream cannot be made (no memory).
+bool route_eal_log(EalLogSink sink, std::string* error);
+
+// The syslog priority of a DPDK log level (RTE_LOG_EMERG 1 .. RTE_LOG_DEBUG 8); 6 (info) when unknown.
+int syslog_priority_of_rte_level(int rte_level) noexcept;
+
 // What the machine offers, read from /proc/meminfo and /proc/mounts.
 struct HugepageProbe {
   uint64_t total_pages{0};
@@ -47,13 +64,18 @@ struct HugepageProbe {
   std::string mount_dir;        // a hugetlbfs mount of the default page size (or the requested huge_dir)
   bool mount_writable{false};
   bool usable{false};
-  std::string reason;  // when !usable: why, in a few words
+  // When !usable: why. When too few pages are free: how many of which size -m needs, how many are free,
+  // and the two ways out (reserve more, or ask for less memory).
+  std::string reason;
 };
 
 // Pure parsers, exposed for tests.
 HugepageProbe parse_hugepage_probe(std::string_view meminfo, std::string_view mounts,
                                    std::string_view want_dir, uint64_t need_bytes);
 HugepageProbe probe_hugepages(std::string_view want_dir, uint64_t need_bytes);
+// The warning eal.hugepages: auto gives when it falls back to --no-huge: the probe's reason, what the
+// fallback costs, and the commands that would make hugepages usable for `need_bytes` (0: EAL's default).
+std::string hugepage_fallback_warning(const HugepageProbe& probe, uint64_t need_bytes);
 
 // The EAL argument vector for the options and the probe (argv[0] included). Pure; exposed for tests.
 std::vector<std::string> build_eal_args(const EalOptions& opts, EalMemoryMode mode);

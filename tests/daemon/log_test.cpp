@@ -190,6 +190,18 @@ TEST(LogJournal, SyslogPriorities) {
   EXPECT_EQ(log::syslog_priority(Level::kTrace), 7);
 }
 
+// Lines that come with a syslog priority (DPDK's) keep their severity, and a level maps back to itself.
+TEST(LogJournal, LevelOfSyslogPriority) {
+  const Level want[] = {Level::kError, Level::kError, Level::kError, Level::kError,
+                        Level::kWarn,  Level::kInfo,  Level::kInfo,  Level::kDebug};
+  for (int p = 0; p < 8; ++p) EXPECT_EQ(log::level_of_syslog_priority(p), want[p]) << p;
+  EXPECT_EQ(log::level_of_syslog_priority(-1), Level::kInfo);
+  EXPECT_EQ(log::level_of_syslog_priority(8), Level::kInfo);
+  for (Level l : {Level::kError, Level::kWarn, Level::kInfo, Level::kDebug}) {
+    EXPECT_EQ(log::level_of_syslog_priority(log::syslog_priority(l)), l);
+  }
+}
+
 // JOURNAL_STREAM names the journal's socket by device and inode; only the fd open on exactly that file is
 // the journal (a child's stderr redirected elsewhere keeps the variable but not the file).
 TEST(LogJournal, JournalStreamMatchesOnlyItsOwnFile) {
