@@ -1,14 +1,19 @@
 #!/bin/bash
 # Keeps deploy/ honest: manifests parse and agree with each other, with conf/rdmagate.yaml and with
-# docs/metrics.md; the RADOS component (kubernetes/components/rados, overlays/rados) fits the base; the
-# systemd unit has what the daemon's contract needs; the container scripts work.
+# docs/metrics.md; every variant (the base deploy/kubernetes and each overlay of deploy/overlays, built
+# from the components of kubernetes/components) renders and has what its components promise; the alert
+# rules, their promtool tests, the PrometheusRule and docs/alerts.md agree; the systemd unit has what the
+# daemon's contract needs; the container scripts work.
 #
 #   check-deploy.sh SOURCE_DIR [RDMAGATE_BINARY BUILD_DIR]
 #
-# With the daemon binary (built in this configuration) it also runs `rdmagate --check-config` on the
-# ConfigMap's embedded config and checks the Dockerfile's runtime package list against what the binary
-# links (skipped with CHECK_DEPLOY_RUNTIME_DEPS=0: a sanitizer build links libasan). Structured checks run in check_deploy.py when python3 is present; without python3 (or PyYAML)
-# simpler grep checks stand in. Last line: "check-deploy: N passed, N failed"; exit 1 if any failed.
+# With the daemon binary (built in this configuration) it also runs `rdmagate --check-config` on every
+# variant's config and checks the Dockerfile's runtime package list against what the binary links
+# (skipped with CHECK_DEPLOY_RUNTIME_DEPS=0: a sanitizer build links libasan). Structured checks run in
+# check_deploy.py when python3 is present; without python3 (or PyYAML) simpler grep checks stand in.
+# The variants are rendered with `kubectl kustomize` when kubectl is on the PATH (CHECK_DEPLOY_NO_KUBECTL=1
+# hides it) and always with tests/deploy/kustomize_lite.py, which must agree with kubectl.
+# Last line: "check-deploy: N passed, N failed"; exit 1 if any failed.
 #
 # SELF_TEST: unless CHECK_DEPLOY_NO_SELF_TEST=1, the checks are also run on broken copies of the tree
 # (a renamed metric, a missing probe, an unknown config section), each of which must fail.
@@ -26,6 +31,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 ok() { passed=$((passed + 1)); echo "ok: $*"; }
 bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+fails() { ! "$@" >/dev/null 2>&1; } # fails command...: succeeds when the command fails
 expect() { # expect "message" command...: pass when the command succeeds
   local msg=$1
   shift
@@ -42,12 +48,19 @@ fi
 
 # -------------------------------------------------------------------------------- structured checks
 if [ "$have_python" = 1 ]; then
-  if python3 "$here/check_deploy.py" "$src" >"$tmp/py.out" 2>&1; then
+  mkdir "$tmp/rendered"
+  if CHECK_DEPLOY_RENDER_DIR=$tmp/rendered python3 "$here/check_deploy.py" "$src" >"$tmp/py.out" 2>&1; then
     ok "check_deploy.py: $(tail -n1 "$tmp/py.out")"
   else
     bad "check_deploy.py: $(tail -n1 "$tmp/py.out")"
   fi
   grep -E '^(FAIL|note):' "$tmp/py.out" | sed 's/^/  /'
+  if [ "$have_yaml" = 1 ]; then
+    # The base and every overlay: what the field check and --check-config below read.
+    variants=$(($(find "$deploy/overlays" -mindepth 2 -maxdepth 2 -name kustomization.yaml | wc -l) + 1))
+    n=$(find "$tmp/rendered" -name '*.objects.yaml' | wc -l)
+    expect "check_deploy.py rendered the base and every overlay ($n of $variants)" test "$n" = "$variants"
+  fi
 else
   echo "note: no python3: grep-based checks only"
   if command -v jq >/dev/null; then
@@ -93,20 +106,16 @@ if [ "$have_yaml" = 0 ]; then
     bash -c "! grep -qE 'key *= *AQ[A-Za-z0-9+/]{20,}' '$rados'/*"
 fi
 
-if command -v kubectl >/dev/null; then
-  # Offline: kustomize renders without a cluster.
-  if kubectl kustomize "$deploy/kubernetes" >"$tmp/kustomized.yaml" 2>"$tmp/kustomize.err"; then
-    ok "kubectl kustomize renders deploy/kubernetes ($(grep -c '^kind:' "$tmp/kustomized.yaml") objects)"
-  else
-    bad "kubectl kustomize deploy/kubernetes: $(tr '\n' ' ' <"$tmp/kustomize.err")"
-  fi
-  # The base with the rados component (check_deploy.py checks what it renders).
-  if kubectl kustomize "$deploy/overlays/rados" >"$tmp/kustomized-rados.yaml" 2>"$tmp/kustomize.err"; then
-    ok "kubectl kustomize renders deploy/overlays/rados ($(grep -c '^kind:' "$tmp/kustomized-rados.yaml") objects)"
-  else
-    bad "kubectl kustomize deploy/overlays/rados: $(tr '\n' ' ' <"$tmp/kustomize.err")"
-    rm -f "$tmp/kustomized-rados.yaml"
-  fi
+if [ "$have_yaml" = 0 ] && [ "${CHECK_DEPLOY_NO_KUBECTL:-0}" != 1 ] && command -v kubectl >/dev/null; then
+  # check_deploy.py renders and checks every variant; without PyYAML only whether kubectl renders them.
+  for dir in "$deploy/kubernetes" "$deploy"/overlays/*/; do
+    dir=${dir%/}
+    if kubectl kustomize "$dir" >"$tmp/kustomized.yaml" 2>"$tmp/kustomize.err"; then
+      ok "kubectl kustomize renders ${dir#"$deploy"/} ($(grep -c '^kind:' "$tmp/kustomized.yaml") objects)"
+    else
+      bad "kubectl kustomize ${dir#"$deploy"/}: $(tr '\n' ' ' <"$tmp/kustomize.err")"
+    fi
+  done
 fi
 
 # Field-level schema check, with whichever python has the Kubernetes client (Debian: python3-kubernetes).
@@ -118,16 +127,25 @@ for py in python3 /usr/bin/python3; do
   fi
 done
 if [ -n "$k8s_python" ]; then
-  # The base, the components' patches (partial objects: their fields are checked all the same) and, when
-  # kubectl rendered it, the rados overlay as the cluster would get it.
-  rendered=()
-  [ -s "$tmp/kustomized-rados.yaml" ] && rendered=("$tmp/kustomized-rados.yaml")
+  # The base's files, the components' (patches are partial objects: their fields are checked all the same)
+  # and every variant as check_deploy.py rendered it, i.e. as the cluster would get it.
   if "$k8s_python" "$here/k8s_schema.py" "$deploy"/kubernetes/*.yaml "$deploy"/kubernetes/components/*/*.yaml \
-     "${rendered[@]}" >"$tmp/schema.out" 2>&1; then
-    ok "Kubernetes objects have only known fields ($(grep -c '^ok:' "$tmp/schema.out") checked)"
+     >"$tmp/schema.out" 2>&1; then
+    ok "Kubernetes objects of deploy/kubernetes have only known fields ($(grep -c '^ok:' "$tmp/schema.out") checked)"
   else
     bad "Kubernetes field check: $(grep -v '^ok:\|^skip:' "$tmp/schema.out" | tr '\n' ' ')"
   fi
+  for f in "$tmp"/rendered/*.objects.yaml; do
+    [ -e "$f" ] || continue
+    v=$(basename "$f" .objects.yaml)
+    if "$k8s_python" "$here/k8s_schema.py" "$f" >"$tmp/schema.out" 2>&1; then
+      skipped=$(sed -n 's/^skip: [^:]*: \([A-Za-z]*\) .*/\1/p' "$tmp/schema.out" | tr '\n' ' ')
+      skipped=${skipped:+ (custom kinds not modelled: ${skipped% })}
+      ok "$v rendered: $(grep -c '^ok:' "$tmp/schema.out") objects have only known fields$skipped"
+    else
+      bad "$v rendered: $(grep '^FAIL:' "$tmp/schema.out" | sed "s|^FAIL: $f: ||" | tr '\n' ' ')"
+    fi
+  done
 else
   echo "note: no python Kubernetes client: field names of the manifests not checked (apt-get install python3-kubernetes)"
 fi
@@ -287,33 +305,53 @@ if [ -n "$binary" ] && [ "${CHECK_DEPLOY_RUNTIME_DEPS:-1}" = 1 ]; then
   fi
 fi
 if [ -n "$binary" ]; then
-  # The ConfigMap's config as the pod runs it: the entrypoint adds the lcores from this host's affinity.
-  if [ "$(nproc)" -ge 2 ]; then
-    if RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPU_LIMIT=2 RDMAGATE_BIN=$binary \
-       "$c/rdmagate-entrypoint" --check-config "$tmp/configmap-rdmagate.yaml" >"$tmp/check.out" 2>&1; then
-      ok "rdmagate --check-config accepts the ConfigMap's rdmagate.yaml"
-    else
-      bad "rdmagate --check-config on the ConfigMap's rdmagate.yaml: $(tr '\n' ' ' <"$tmp/check.out")"
+  # pod_check CPUS CONFIG [ARG...]: `rdmagate --check-config` as a pod with CPUS exclusive cores would run
+  # it: the entrypoint picks the lcores from an affinity of CPUs 0..CPUS-1, and --host-cpus checks them
+  # for such a node rather than for this machine (whose hugetlbfs mounts are not the pod's either: that
+  # check is skipped, and named in the output).
+  pod_check() {
+    local cpus=$1 cfg=$2
+    shift 2
+    RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPUS_ALLOWED=0-$((cpus - 1)) RDMAGATE_CPU_LIMIT=$cpus \
+      RDMAGATE_BIN=$binary "$c/rdmagate-entrypoint" --check-config "$cfg" --host-cpus "0-$((cpus - 1))" "$@"
+  }
+  # Every variant's config as its pod runs it: the rendered ConfigMap's rdmagate.yaml with the container's
+  # other arguments (sriov-vf: --set device.name=auto) and its CPU limit. Without PyYAML nothing is
+  # rendered: the base's and the rados component's configs as awk extracted them, with the base's CPUs.
+  base_cpus=$(sed -n 's/^ *cpu: "\([0-9]*\)"$/\1/p' "$deploy/kubernetes/daemonset.yaml" | head -n1)
+  checked=0
+  for cfg in "$tmp"/rendered/*.rdmagate.yaml "$tmp/configmap-rdmagate.yaml" "$tmp/rados-rdmagate.yaml"; do
+    [ -e "$cfg" ] || continue
+    v=$(basename "$cfg" .rdmagate.yaml)
+    extra=()
+    cpus=$base_cpus
+    if [ "$(dirname "$cfg")" = "$tmp/rendered" ]; then
+      mapfile -t extra <"$tmp/rendered/$v.args"
+      cpus=$(cat "$tmp/rendered/$v.cpus")
+      checked=$((checked + 1))
+    elif [ "$have_yaml" = 1 ]; then
+      continue
     fi
-    # ... and that this check can fail: a store larger than the EAL memory is a config error.
-    sed 's/^\( *capacity_mib:\).*/\1 1048576/' "$tmp/configmap-rdmagate.yaml" >"$tmp/broken.yaml"
-    expect "rdmagate --check-config rejects a broken copy (store.capacity_mib above eal.memory_mib)" \
-      bash -c "! RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPU_LIMIT=2 RDMAGATE_BIN='$binary' \
-               '$c/rdmagate-entrypoint' --check-config '$tmp/broken.yaml' >/dev/null 2>&1"
-    # The rados component's config (the files it names exist only in the pod: --check-config does not look).
-    if RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPU_LIMIT=2 RDMAGATE_BIN=$binary \
-       "$c/rdmagate-entrypoint" --check-config "$tmp/rados-rdmagate.yaml" >"$tmp/check.out" 2>&1; then
-      ok "rdmagate --check-config accepts the rados component's rdmagate.yaml"
+    if pod_check "$cpus" "$cfg" "${extra[@]}" >"$tmp/check.out" 2>&1; then
+      ok "rdmagate --check-config accepts $v's config on $cpus CPUs${extra[*]:+ with ${extra[*]}}"
     else
-      bad "rdmagate --check-config on the rados component's rdmagate.yaml: $(tr '\n' ' ' <"$tmp/check.out")"
+      bad "rdmagate --check-config on $v's config: $(tr '\n' ' ' <"$tmp/check.out")"
     fi
-    sed 's/^\( *cache_lease_ms:\).*/\1 1000/' "$tmp/rados-rdmagate.yaml" >"$tmp/broken.yaml"
-    expect "rdmagate --check-config rejects a broken rados copy (cache_lease_ms below notify_timeout_ms)" \
-      bash -c "! RDMAGATE_CORES_FROM_AFFINITY=1 RDMAGATE_CPU_LIMIT=2 RDMAGATE_BIN='$binary' \
-               '$c/rdmagate-entrypoint' --check-config '$tmp/broken.yaml' >/dev/null 2>&1"
-  else
-    echo "note: fewer than 2 CPUs: --check-config of the ConfigMap skipped"
+  done
+  if [ "$have_yaml" = 1 ]; then
+    expect "rdmagate --check-config ran on every rendered variant ($checked of $variants)" test "$checked" = "$variants"
   fi
+  # ... and that this check can fail: a store larger than the EAL memory is a config error, and so are
+  # more data-plane cores than the node has.
+  sed 's/^\( *capacity_mib:\).*/\1 1048576/' "$tmp/configmap-rdmagate.yaml" >"$tmp/broken.yaml"
+  expect "rdmagate --check-config rejects a broken copy (store.capacity_mib above eal.memory_mib)" \
+    fails pod_check "$base_cpus" "$tmp/broken.yaml"
+  expect "rdmagate --check-config rejects the base's config with a core the node lacks" \
+    fails pod_check "$base_cpus" "$tmp/configmap-rdmagate.yaml" --set "dataplane.cores=1-$base_cpus"
+  # The rados config's files (conf_file, keyring) exist only in the pod: --check-config does not look.
+  sed 's/^\( *cache_lease_ms:\).*/\1 1000/' "$tmp/rados-rdmagate.yaml" >"$tmp/broken.yaml"
+  expect "rdmagate --check-config rejects a broken rados copy (cache_lease_ms below notify_timeout_ms)" \
+    fails pod_check "$base_cpus" "$tmp/broken.yaml"
 fi
 
 # ------------------------------------------------------------------------------------------- self-test
@@ -325,11 +363,15 @@ if [ "$have_python" = 1 ] && [ "${CHECK_DEPLOY_NO_SELF_TEST:-0}" != 1 ]; then
     [ "$needs_yaml" = 1 ] && [ "$have_yaml" = 0 ] && return
     rm -rf "$tmp/tree"
     mkdir -p "$tmp/tree"
+    mkdir -p "$tmp/tree/tests"
     cp -r "$src/deploy" "$src/docs" "$src/conf" "$tmp/tree/"
+    cp -r "$src/tests/deploy" "$tmp/tree/tests/"
     sed -i -e "$expr" "$tmp/tree/$file"
+    # Rendered by kustomize_lite.py alone: the main run proved it renders what kubectl does, and kubectl
+    # would add about a second per variant to each of these runs.
     if cmp -s "$src/$file" "$tmp/tree/$file"; then
       bad "self-test: the mutation \"$what\" changed nothing in $file (update this test)"
-    elif python3 "$here/check_deploy.py" "$tmp/tree" >"$tmp/mut.out" 2>&1; then
+    elif CHECK_DEPLOY_NO_KUBECTL=1 python3 "$here/check_deploy.py" "$tmp/tree" >"$tmp/mut.out" 2>&1; then
       bad "self-test: \"$what\" was NOT caught"
     elif ! grep -q "^FAIL: $expected" "$tmp/mut.out"; then
       bad "self-test: \"$what\" was caught, but not by \"$expected\": $(grep '^FAIL' "$tmp/mut.out" | tr '\n' ' ')"
@@ -348,17 +390,55 @@ if [ "$have_python" = 1 ] && [ "${CHECK_DEPLOY_NO_SELF_TEST:-0}" != 1 ]; then
   mutate "the dashboard JSON is edited by hand" deploy/grafana/rdmagate-dashboard.json \
     's/"title": "Credit stalls\/s"/"title": "Stalls"/' "rdmagate-dashboard.json is what generate-dashboard.py"
   mutate "readiness probe points at /healthz" deploy/kubernetes/daemonset.yaml 's|path: /readyz|path: /healthz|' \
-    "readinessProbe GETs /readyz" 1
+    "kubernetes: readinessProbe GETs /readyz" 1
   mutate "hugepages request removed" deploy/kubernetes/daemonset.yaml '/hugepages-2Mi: 2Gi/d' \
-    "container requests hugepages-2Mi" 1
+    "kubernetes: container requests hugepages-2Mi only" 1
   mutate "ConfigMap uses a section conf/ lacks" deploy/kubernetes/configmap.yaml 's/^    logging:/    logs:/' \
     "ConfigMap's rdmagate.yaml uses only sections" 1
   mutate "ConfigMap uses a key conf/ lacks" deploy/kubernetes/configmap.yaml 's/^      core_stall_ms:/      stall_ms:/' \
     "ConfigMap's rdmagate.yaml uses only keys" 1
   mutate "ConfigMap's drain outlasts the grace period" deploy/kubernetes/configmap.yaml \
-    's/drain_timeout_ms: 10000/drain_timeout_ms: 40000/' "terminationGracePeriodSeconds" 1
+    's/drain_timeout_ms: 10000/drain_timeout_ms: 40000/' "kubernetes: terminationGracePeriodSeconds" 1
   mutate "ConfigMap binds telemetry to loopback" deploy/kubernetes/configmap.yaml \
     's/bind_address: "0.0.0.0"/bind_address: "127.0.0.1"/' "ConfigMap binds telemetry" 1
+  mutate "the DaemonSet loses its priorityClassName" deploy/kubernetes/daemonset.yaml \
+    '/priorityClassName:/d' "kubernetes: priorityClassName" 1
+  mutate "the PriorityClass claims a system value" deploy/kubernetes/priorityclass.yaml \
+    's/^value: 1000000$/value: 2000001000/' "kubernetes: priorityClassName" 1
+  cp=deploy/kubernetes/components
+  mutate "hugepages-1gi: the emptyDir keeps 2 MiB pages" $cp/hugepages-1gi/daemonset-hugepages-1gi.yaml \
+    's/medium: HugePages-1Gi/medium: HugePages-2Mi/' "overlays/hugepages-1gi: a HugePages-1Gi emptyDir" 1
+  mutate "hugepages-1gi: the limit keeps the 2 MiB pages too" $cp/hugepages-1gi/daemonset-hugepages-1gi.yaml \
+    '0,/hugepages-2Mi: null/{/hugepages-2Mi: null/d}' "overlays/hugepages-1gi: container requests == limits" 1
+  mutate "sriov-vf: the shared device stays requested" $cp/sriov-vf/daemonset-vf.yaml \
+    '/rdma_shared_device_a: null/d' "overlays/sriov-vf: container requests nvidia.com/sriov_rdma_vf: 1 and no other" 1
+  mutate "sriov-vf: device.name stays the shared device's" $cp/sriov-vf/daemonset-vf.yaml \
+    's/, "--set", "device.name=auto"//' "overlays/sriov-vf: device.name" 1
+  mutate "sriov-vf: the SriovNetwork without rdma-cni" $cp/sriov-vf/sriovnetwork.yaml \
+    's/"type": "rdma"/"type": "tuning"/' "sriov-vf: the SriovNetwork generates its network" 1
+  mutate "host-network: dnsPolicy left at ClusterFirst" $cp/host-network/daemonset-host-network.yaml \
+    '/dnsPolicy:/d' "overlays/host-network: hostNetwork with dnsPolicy" 1
+  mutate "host-network: the Multus annotation stays" $cp/host-network/daemonset-host-network.yaml \
+    's|k8s.v1.cni.cncf.io/networks: null|k8s.v1.cni.cncf.io/networks: rdmagate-rdma|' \
+    "overlays/host-network: no Multus annotation" 1
+  mutate "monitoring: the scrape annotations stay" $cp/monitoring/daemonset-no-scrape-annotations.yaml \
+    '/prometheus.io\/scrape: null/d' "overlays/monitoring: no prometheus.io/\* scrape annotations" 1
+  mutate "monitoring: the ServiceMonitor scrapes a port the Service lacks" $cp/monitoring/servicemonitor.yaml \
+    's/- port: metrics/- port: http-metrics/' "overlays/monitoring: the ServiceMonitor selects" 1
+  mutate "an overlay names a component check_deploy.py does not know" deploy/overlays/monitoring/kustomization.yaml \
+    's|components/monitoring$|components/monitor|' "overlays/monitoring/kustomization.yaml uses the base" 1
+  mutate "an alert changes, the PrometheusRule is not regenerated" deploy/prometheus/rdmagate-alerts.yml \
+    's/^        for: 15m$/        for: 20m/' "components/monitoring/prometheusrule.yaml carries" 1
+  mutate "an alert reads an undocumented metric" deploy/prometheus/rdmagate-alerts.yml \
+    's/rdmagate_store_allocated_bytes \/ rdmagate_store_capacity_bytes/rdmagate_store_allocated_bytes \/ rdmagate_store_size_bytes/' \
+    "every metric the [0-9]* rules read is in docs/metrics.md" 1
+  mutate "an alert's runbook_url misses its section" deploy/prometheus/rdmagate-alerts.yml \
+    's/alerts.md#rdmagatedown$/alerts.md#rdmagate-down/' "every alert's runbook_url points at its own section" 1
+  mutate "a runbook section lacks its Fix" docs/alerts.md 's/^\*\*Fix\.\*\*/**Repair.**/' \
+    "every runbook section has" 1
+  mutate "an alert has no silent case in its promtool test" tests/deploy/rdmagate-alerts.test.yml \
+    '/alertname: RdmagateRestarting/{n;s/exp_alerts: \[\]/exp_alerts: [{exp_labels: {}}]/}' \
+    "tests/deploy/rdmagate-alerts.test.yml has a firing and a silent case" 1
   rc=deploy/kubernetes/components/rados
   mutate "rados: the component's config keeps backend memory" $rc/configmap-rados.yaml \
     's/^      backend: rados/      backend: memory/' "rados: the rados config sets store.backend: rados" 1
@@ -368,12 +448,13 @@ if [ "$have_python" = 1 ] && [ "${CHECK_DEPLOY_NO_SELF_TEST:-0}" != 1 ]; then
   mutate "rados: the base's config changes, the component's does not" deploy/kubernetes/configmap.yaml \
     's/max_connections_per_core: 256/max_connections_per_core: 512/' "rados: the rados config equals configmap.yaml's" 1
   mutate "rados: the patch targets a ConfigMap the base lacks" $rc/configmap-rados.yaml \
-    's/^  name: rdmagate-config$/  name: rdmagate-conf/' "rados: every patch targets an object of the base" 1
+    's/^  name: rdmagate-config$/  name: rdmagate-conf/' \
+    "components/rados: every patch targets an object of the base" 1
   mutate "rados: store.rados.keyring is not the mounted Secret" $rc/configmap-rados.yaml \
     's|keyring: "/etc/ceph/keyring"|keyring: "/etc/ceph/ceph.client.rdmagate.keyring"|' \
-    "rados: store.rados.keyring" 1
+    "overlays/rados: store.rados.keyring" 1
   mutate "rados: the keyring is world-readable" $rc/daemonset-ceph.yaml 's/mode: 0400/mode: 0444/' \
-    "rados: the keyring is mounted with mode 0400" 1
+    "overlays/rados: the keyring is mounted with mode 0400" 1
   mutate "rados: ceph.conf without cephx" $rc/ceph-conf.yaml \
     's/auth_client_required = cephx/auth_client_required = none/' \
     "rados: ceph.conf has auth_client_required = cephx" 1
@@ -384,7 +465,7 @@ if [ "$have_python" = 1 ] && [ "${CHECK_DEPLOY_NO_SELF_TEST:-0}" != 1 ]; then
     's/allow rwx pool=rdmagate/allow rw pool=rdmagate/' "rados: the CephClient's caps" 1
   mutate "rados: the overlay leaves the component out" deploy/overlays/rados/kustomization.yaml \
     's|^  - ../../kubernetes/components/rados|  - ../../kubernetes/components/none|' \
-    "rados: overlays/rados/kustomization.yaml uses" 1
+    "overlays/rados/kustomization.yaml uses" 1
 fi
 
 echo "check-deploy: $passed passed, $failed failed"

@@ -5,8 +5,9 @@
 
 kubectl cannot validate without a cluster; the client's generated models (Debian: python3-kubernetes) know
 every field of every built-in kind, so a misspelt or misplaced field (readinesProbe, emptyDir.mediun) is
-reported with its path. The few custom kinds deploy/ uses for Rook (CephClient, CephBlockPool) are checked
-against the fields listed in CRD_FIELDS below (from Rook's CRDs); other kinds the client does not model (CRDs,
+reported with its path. The few custom kinds deploy/ uses, for Rook (CephClient, CephBlockPool) and the
+Prometheus Operator (ServiceMonitor, PrometheusRule), are checked against the fields listed in CRD_FIELDS
+below (from those projects' CRDs); other kinds the client does not model (NetworkAttachmentDefinition,
 Kustomization, Component) are skipped. Exit 1 on any unknown field.
 """
 import re
@@ -43,10 +44,42 @@ def walk(obj, typ, path, errors):
             walk(value, cls.openapi_types[by_json[key]], f"{path}.{key}", errors)
 
 
-# Custom kinds: the fields Rook's CRDs (deploy/examples/crds.yaml of rook/rook, ceph.rook.io/v1) define, as
-# nested dicts; None = a leaf or a free-form map, not descended into. metadata is checked as V1ObjectMeta.
-# Only levels listed are checked: spec.replicated, but not spec.mirroring's insides.
+# Custom kinds: the fields their CRDs define, as nested dicts; None = a leaf or a free-form map, not descended
+# into; a one-item list = a list whose items have those fields. metadata is checked as V1ObjectMeta. Only
+# levels listed are checked: spec.replicated, but not spec.mirroring's insides.
+# Prometheus Operator (monitoring.coreos.com/v1, the CRDs of prometheus-operator v0.7x): ServiceMonitor's
+# endpoints and their relabelings, PrometheusRule's groups and rules.
+RELABEL = [{"action": None, "modulus": None, "regex": None, "replacement": None, "separator": None,
+            "sourceLabels": None, "targetLabel": None}]
 CRD_FIELDS = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): {
+        "spec": {
+            "attachMetadata": None, "bodySizeLimit": None, "jobLabel": None, "keepDroppedTargets": None,
+            "labelLimit": None, "labelNameLengthLimit": None, "labelValueLengthLimit": None,
+            "namespaceSelector": {"any": None, "matchNames": None}, "nativeHistogramBucketLimit": None,
+            "nativeHistogramMinBucketFactor": None, "podTargetLabels": None, "sampleLimit": None,
+            "scrapeClass": None, "scrapeClassicHistograms": None, "scrapeProtocols": None, "selector": None,
+            "targetLabels": None, "targetLimit": None,
+            "endpoints": [{
+                "authorization": None, "basicAuth": None, "bearerTokenFile": None, "bearerTokenSecret": None,
+                "enableHttp2": None, "filterRunning": None, "followRedirects": None, "honorLabels": None,
+                "honorTimestamps": None, "interval": None, "metricRelabelings": RELABEL, "oauth2": None,
+                "params": None, "path": None, "port": None, "proxyUrl": None, "relabelings": RELABEL,
+                "scheme": None, "scrapeTimeout": None, "targetPort": None, "tlsConfig": None,
+                "trackTimestampsStaleness": None,
+            }],
+        },
+    },
+    ("monitoring.coreos.com/v1", "PrometheusRule"): {
+        "spec": {
+            "groups": [{
+                "name": None, "interval": None, "limit": None, "partial_response_strategy": None,
+                "query_offset": None, "labels": None,
+                "rules": [{"alert": None, "record": None, "expr": None, "for": None, "keep_firing_for": None,
+                           "labels": None, "annotations": None}],
+            }],
+        },
+    },
     ("ceph.rook.io/v1", "CephClient"): {
         "spec": {"caps": None, "name": None},
     },
@@ -72,6 +105,12 @@ def walk_crd(obj, fields, path, errors):
             errors.append(f"{path}.{key}: no such field")
         elif isinstance(fields[key], dict) and value is not None:
             walk_crd(value, fields[key], f"{path}.{key}", errors)
+        elif isinstance(fields[key], list) and value is not None:
+            if not isinstance(value, list):
+                errors.append(f"{path}.{key}: must be a list")
+                continue
+            for i, item in enumerate(value):
+                walk_crd(item, fields[key][0], f"{path}.{key}[{i}]", errors)
 
 
 def main():
@@ -94,9 +133,9 @@ def main():
                         print(f"FAIL: {name}: {e}")
                     failed |= bool(errors)
                     if not errors:
-                        print(f"ok: {name}: {doc['kind']} has only fields of Rook's CRD")
+                        print(f"ok: {name}: {doc['kind']} has only fields of its CRD")
                     continue
-                if group not in ("", "apps", "batch", "policy", "networking.k8s.io") or \
+                if group not in ("", "apps", "batch", "policy", "networking.k8s.io", "scheduling.k8s.io") or \
                         getattr(models, typ, None) is None:
                     print(f"skip: {name}: {doc.get('kind')} ({doc.get('apiVersion')}) is not a built-in kind")
                     continue
