@@ -322,7 +322,8 @@ if [ -n "$binary" ]; then
   checked=0
   for cfg in "$tmp"/rendered/*.rdmagate.yaml "$tmp/configmap-rdmagate.yaml" "$tmp/rados-rdmagate.yaml"; do
     [ -e "$cfg" ] || continue
-    v=$(basename "$cfg" .rdmagate.yaml)
+    v=$(basename "$cfg" .yaml)
+    v=${v%.rdmagate}
     extra=()
     cpus=$base_cpus
     if [ "$(dirname "$cfg")" = "$tmp/rendered" ]; then
