@@ -31,7 +31,9 @@
 #include "services/storage/memory/store.hpp"
 #include "services/storage/rados/rados_store.hpp"
 #include "telemetry/collector.hpp"
+#include "telemetry/gateway_state.hpp"
 #include "telemetry/http_server.hpp"
+#include "telemetry/process_metrics.hpp"
 #include "telemetry/stats.hpp"
 
 namespace rdmagate::control {
@@ -97,6 +99,47 @@ void log_config_errors(const std::vector<conf::ConfigError>& errors, std::string
   }
 }
 
+double unix_seconds_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+telemetry::PortState port_state(ibv_port_state s) {
+  switch (s) {
+    case IBV_PORT_DOWN:
+      return telemetry::PortState::kDown;
+    case IBV_PORT_INIT:
+      return telemetry::PortState::kInit;
+    case IBV_PORT_ARMED:
+      return telemetry::PortState::kArmed;
+    case IBV_PORT_ACTIVE:
+      return telemetry::PortState::kActive;
+    case IBV_PORT_ACTIVE_DEFER:
+      return telemetry::PortState::kActiveDefer;
+    case IBV_PORT_NOP:
+      break;
+  }
+  return telemetry::PortState::kUnknown;
+}
+
+telemetry::LinkLayer link_layer(std::uint8_t l) {
+  switch (l) {
+    case IBV_LINK_LAYER_INFINIBAND:
+      return telemetry::LinkLayer::kInfiniband;
+    case IBV_LINK_LAYER_ETHERNET:
+      return telemetry::LinkLayer::kEthernet;
+    default:
+      return telemetry::LinkLayer::kUnspecified;
+  }
+}
+
+// What CoreResources::create registers for one core: its region of max_conns slots, each holding rx and
+// tx buffers and the bulk buffer (dataplane/core_resources.hpp lays it out).
+std::uint64_t core_registered_bytes(const dataplane::CoreConfig& c) {
+  return (std::uint64_t{c.rx_per_conn + c.tx_per_conn} * c.buf_size + c.bulk_bytes_per_conn) * c.max_conns;
+}
+
 // The engine's log lines, structured: a "warning: " prefix makes a warning.
 void engine_log_sink(std::string_view line) {
   constexpr std::string_view kWarning = "warning: ";
@@ -140,6 +183,8 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
   g->opts_ = std::move(options);
   const conf::Config& cfg = g->loaded_.config;
   g->allowed_ = cfg.security.allowed_clients;
+  g->state_ = std::make_shared<telemetry::GatewayState>();
+  g->state_->config_loaded(unix_seconds_now());  // the start counts as a successful load
   std::optional<GatewaySettings> planned = plan_gateway(cfg, error);
   if (!planned) return nullptr;
   GatewaySettings& s = *planned;
@@ -173,7 +218,11 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
       return nullptr;
     }
     lg().info("device", {{"device", dev->name()}, {"describe", dev->describe()}});
-    if (cfg.device.port <= dev->ports().size()) g->port_active_ = dev->ports()[cfg.device.port - 1].active();
+    if (cfg.device.port <= dev->ports().size()) {
+      const RdmaPortInfo& port = dev->ports()[cfg.device.port - 1];
+      g->port_active_ = port.active();
+      g->state_->set_port(port_state(port.state), link_layer(port.link_layer));
+    }
   }
 
   // 2. EAL.
@@ -185,6 +234,7 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
                        {"memory_derived", s.eal_memory_derived},
                        {"seconds", g->eal_->init_seconds()}});
   if (!g->eal_->hugepages() && cfg.eal.hugepages == conf::HugepageMode::kAuto) {
+    g->state_->set_hugepages_fallback(true);
     lg().warn("running without hugepages", {{"reason", g->eal_->probe().reason}, {"key", "eal.hugepages"}});
   }
 
@@ -232,12 +282,20 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
   s.engine.log_sink = engine_log_sink;
   g->engine_ = Engine::create(s.engine, error);
   if (!g->engine_) return nullptr;
+  for (std::size_t i = 0; i < g->engine_->core_count(); ++i) {
+    g->state_->add_registered_bytes(core_registered_bytes(g->engine_->core(i).config()));
+  }
+  g->state_->set_port_identity(g->engine_->device().name(), cfg.device.port, g->engine_->backend_name());
   lg().info("dataplane backend", {{"backend", g->engine_->backend_name()},
                                   {"configured", conf::toString(cfg.dataplane.backend)}});
   // The arena: local write only (RDMA READs of PUT values land in it); no key to it ever leaves the process.
   ibv_mr* mr = g->engine_->register_memory(g->store_->arena_base(), g->store_->arena_bytes(),
                                            IBV_ACCESS_LOCAL_WRITE, error);
-  if (mr == nullptr) return nullptr;
+  if (mr == nullptr) {
+    g->state_->registration_failed();
+    return nullptr;
+  }
+  g->state_->add_registered_bytes(g->store_->arena_bytes());
 
   // Telemetry blocks: one per core (its lcore is the `core` label), one for the control thread.
   const std::uint64_t tsc_hz = rte_get_tsc_hz();
@@ -264,13 +322,16 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
   // 5. Telemetry first, so /readyz explains the rest of the startup; then the cores; then the listeners.
   g->health_ = std::make_unique<telemetry::HealthState>(*g->collector_, s.core_stall);
   g->health_->set_port_active(g->port_active_);
+  g->state_->set_health(*g->health_);
+  g->process_ = std::make_shared<telemetry::ProcessCollector>();
   g->check_store();
   if (s.http) {
     // civetweb's threads would inherit this thread's CPUs, which EAL has made the main lcore's; say so
     // explicitly, so that serving /metrics can never land on a data-plane core's CPU.
     s.http->cpus = rte_lcore_cpuset(rte_get_main_lcore());
     std::string herr;
-    g->http_ = telemetry::HttpServer::start(*s.http, g->collector_, *g->health_, herr);
+    g->http_ =
+        telemetry::HttpServer::start(*s.http, g->collector_, *g->health_, herr, {g->state_, g->process_});
     if (!g->http_) {
       *error = "telemetry (telemetry.bind_address, telemetry.port): " + herr;
       return nullptr;
@@ -339,6 +400,7 @@ void Gateway::check_port() {
                      &attr) != 0) {
     return;
   }
+  state_->set_port(port_state(attr.state), link_layer(attr.link_layer));
   const bool active = attr.state == IBV_PORT_ACTIVE;
   if (active != port_active_) {
     port_active_ = active;
@@ -392,6 +454,7 @@ void Gateway::reload() {
   conf::Result<conf::LoadedConfig> next = conf::loadConfigFile(opts_.config_path, opts_.load);
   if (!next) {
     log_config_errors(next.errors(), "reload: config error");
+    state_->config_reload_failed();
     lg().error("reload failed: keeping the running configuration", {{"config", opts_.config_path}});
     notify("READY=1");
     return;
@@ -411,6 +474,7 @@ void Gateway::reload() {
   }
   loaded_.config = conf::applyLiveChanges(loaded_.config, next->config);
   apply_live(loaded_.config);
+  state_->config_loaded(unix_seconds_now());
   lg().info("reloaded", {{"applied", applied}, {"ignored", ignored}});
   notify("READY=1");
 }

@@ -42,6 +42,8 @@ class RadosStore;
 namespace rdmagate::telemetry {
 struct CoreStats;
 class StatsCollector;
+class GatewayState;
+class ProcessCollector;
 class HealthState;
 class HttpServer;
 }  // namespace rdmagate::telemetry
@@ -107,6 +109,9 @@ class Gateway {
   std::vector<std::unique_ptr<dataplane::ObjectService>> services_;
   std::unique_ptr<Engine> engine_;
   std::shared_ptr<telemetry::StatsCollector> collector_;
+  // Readiness, port, reloads, registered memory, hugepage fallback: set by this thread, read at scrape.
+  std::shared_ptr<telemetry::GatewayState> state_;
+  std::shared_ptr<telemetry::ProcessCollector> process_;
   std::unique_ptr<telemetry::HealthState> health_;
   std::unique_ptr<telemetry::HttpServer> http_;
 };

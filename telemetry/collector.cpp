@@ -138,6 +138,8 @@ std::vector<MetricFamily> StatsCollector::Collect() const {
     std::uint64_t cumulative = 0;
     for (std::size_t i = 0; i < merged.size(); ++i) {
       cumulative += merged[i];
+      // Integer nanoseconds over 1e9: IEEE division rounds correctly, so this is the double nearest the
+      // exact bound in seconds, which serialize_text prints as exactly that decimal.
       const double le = i < LatencyHistogram::kFiniteBuckets
                             ? static_cast<double>(LatencyHistogram::upper_bound_ns(i)) / 1e9
                             : std::numeric_limits<double>::infinity();

@@ -1,15 +1,15 @@
 #include "telemetry/http_server.hpp"
 
 #include <civetweb.h>
-#include <prometheus/text_serializer.h>
 #include <pthread.h>
 
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <exception>
-#include <sstream>
 #include <string_view>
+
+#include "telemetry/text_format.hpp"
 
 namespace rdmagate::telemetry {
 namespace {
@@ -54,9 +54,11 @@ HealthState::HealthState(const StatsCollector& stats, std::chrono::nanoseconds l
 
 std::vector<unsigned> HealthState::stale_cores(Clock::time_point now,
                                                std::vector<StatsCollector::CoreProgress>& progress) {
-  progress = stats_.core_progress();
   std::vector<unsigned> stale;
   const std::lock_guard lock(mutex_);
+  // Read under the lock, so the samples of concurrent callers (probes, scrapes) are applied in the order
+  // they were read and a late caller never overwrites a newer count with an older one.
+  progress = stats_.core_progress();
   for (const auto& p : progress) {
     auto it = std::find_if(seen_.begin(), seen_.end(), [&](const Seen& s) { return s.core == p.core; });
     if (it == seen_.end()) {
@@ -66,7 +68,8 @@ std::vector<unsigned> HealthState::stale_cores(Clock::time_point now,
     }
     if (it->polls != p.polls) {
       it->polls = p.polls;
-      it->changed = now;
+      // A caller may have taken its `now` before another's: the time a change was seen never goes back.
+      it->changed = std::max(it->changed, now);
     } else if (now - it->changed > std::chrono::nanoseconds(threshold_ns_.load(std::memory_order_relaxed))) {
       stale.push_back(p.core);
     }
@@ -193,9 +196,7 @@ int HttpServer::handle_metrics(mg_connection* conn) noexcept {
       families.insert(families.end(), std::make_move_iterator(more.begin()),
                       std::make_move_iterator(more.end()));
     }
-    std::ostringstream os;
-    prometheus::TextSerializer().Serialize(os, families);
-    send(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", os.str());
+    send(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", serialize_text(families));
   } catch (const std::exception& e) {
     send(conn, 500, "Internal Server Error", "text/plain; charset=utf-8", std::string(e.what()) + "\n");
   }

@@ -6,8 +6,8 @@
 // return 503. The only other hook, CivetCallbacks::begin_request, carries no user pointer (the context's
 // user data is Exposer's own CivetServer), which would force global state. One mg_context of our own serves
 // all endpoints on the caller's single address, uses the same civetweb library prometheus-cpp-pull already
-// links, serialises /metrics with prometheus::TextSerializer, and reports a busy port as an error string
-// instead of a CivetException.
+// links, serialises /metrics with serialize_text (text_format.hpp), and reports a busy port as an error
+// string instead of a CivetException.
 //
 // Its routes are its begin_request callback (the context's user data is this server), not
 // mg_set_request_handler: callbacks are part of the context before it listens, while handlers can only be
@@ -45,6 +45,9 @@ class HealthState {
 
   // A core is live while its poll counter moved within liveness_threshold. The check samples the counter
   // when asked, so a probe period below the threshold is what makes a stall visible within 2 thresholds.
+  // Any number of callers may sample (the probes, and the scrape for rdmagate_ready): a core is judged
+  // stalled only when its counter stood still across samples more than the threshold apart, so more
+  // samples can show a stall sooner but never invent one, nor hide or delay one another caller would see.
   HealthState(const StatsCollector& stats, std::chrono::nanoseconds liveness_threshold);
 
   void set_listeners_up(bool up) noexcept { listeners_up_.store(up, std::memory_order_relaxed); }

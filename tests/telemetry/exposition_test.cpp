@@ -1,14 +1,12 @@
 #include <gtest/gtest.h>
 
 #include <set>
-#include <sstream>
 #include <string>
-
-#include <prometheus/text_serializer.h>
 
 #include "exposition_util.hpp"
 #include "telemetry/collector.hpp"
 #include "telemetry/metrics.hpp"
+#include "telemetry/text_format.hpp"
 
 namespace rdmagate::telemetry {
 namespace {
@@ -102,9 +100,7 @@ TEST(Exposition, SmallRegistryParses) {
   a.observe_request_ns(ObjectOp::kPut, 2000);
   a.observe_request_ns(ObjectOp::kPut, 100'000'000);
 
-  std::ostringstream os;
-  prometheus::TextSerializer().Serialize(os, c->Collect());
-  const auto e = parse_exposition(os.str());
+  const auto e = parse_exposition(serialize_text(c->Collect()));
 
   const auto* info =
       find_sample(e, "rdmagate_build_info",
@@ -167,12 +163,11 @@ TEST(Exposition, SmallRegistryParses) {
 TEST(Exposition, BackendInfo) {
   StatsCollector c("1.2.3", 1'000'000'000);
   c.set_backend("verbs", "auto");
-  std::ostringstream os;
-  prometheus::TextSerializer().Serialize(os, c.Collect());
-  const auto e = parse_exposition(os.str());
+  const std::string text = serialize_text(c.Collect());
+  const auto e = parse_exposition(text);
   const auto* info =
       find_sample(e, "rdmagate_dataplane_backend_info", {{"backend", "verbs"}, {"configured", "auto"}});
-  ASSERT_NE(info, nullptr) << os.str();
+  ASSERT_NE(info, nullptr) << text;
   EXPECT_EQ(info->value, 1);
   EXPECT_EQ(e.types.at("rdmagate_dataplane_backend_info"), "gauge");
   // Beside the build's series, which keeps its own labels (dashboards group by them).

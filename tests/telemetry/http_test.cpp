@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "exposition_util.hpp"
+#include "telemetry/gateway_state.hpp"
 #include "telemetry/http_server.hpp"
+#include "telemetry/process_metrics.hpp"
 
 namespace rdmagate::telemetry {
 namespace {
@@ -168,6 +170,43 @@ TEST(HttpServer, ServesMetricsHealthzReadyz) {
   EXPECT_NE(r.body.find("live"), std::string::npos);
 
   EXPECT_EQ(http_get(server->port(), "/nope").status, 404);
+}
+
+// What the daemon serves: the per-core families plus the gateway state and the process metrics, in the
+// text format whose bucket bounds are exact; rdmagate_ready agrees with /readyz.
+TEST(HttpServer, MetricsCarryGatewayStateAndProcessFamilies) {
+  Fixture f;
+  auto state = std::make_shared<GatewayState>();
+  state->set_health(f.health);
+  state->set_port_identity("rxe0", 1, "verbs");
+  state->set_port(PortState::kActive, LinkLayer::kEthernet);
+  state->config_loaded(1'765'000'000);
+  std::string error;
+  auto server = HttpServer::start(HttpOptions{"127.0.0.1", 0, 2, {}}, f.stats, f.health, error,
+                                  {state, std::make_shared<ProcessCollector>()});
+  ASSERT_NE(server, nullptr) << error;
+
+  f.core0.observe_request_ns(protocol::ObjectOp::kGet, 8'000'000);
+  auto m = http_get(server->port(), "/metrics");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_NE(m.body.find("rdmagate_request_duration_seconds_bucket{op=\"get\",le=\"0.008388608\"} 1\n"),
+            std::string::npos)
+      << m.body;
+  auto e = test::parse_exposition(m.body);
+  EXPECT_EQ(test::find_sample(e, "rdmagate_ready", {})->value, 0);
+  EXPECT_EQ(http_get(server->port(), "/readyz").status, 503);
+  for (const char* name : {"process_start_time_seconds", "process_cpu_seconds_total", "process_open_fds",
+                           "process_max_fds", "process_resident_memory_bytes", "process_virtual_memory_bytes",
+                           "rdmagate_port_info", "rdmagate_config_last_reload_successful"})
+    EXPECT_EQ(e.types.count(name), 1u) << name;
+
+  f.health.set_listeners_up(true);
+  f.health.set_port_active(true);
+  f.core0.add(Stat::kPolls);
+  f.core1.add(Stat::kPolls);
+  EXPECT_EQ(http_get(server->port(), "/readyz").status, 200);
+  e = test::parse_exposition(http_get(server->port(), "/metrics").body);
+  EXPECT_EQ(test::find_sample(e, "rdmagate_ready", {})->value, 1);
 }
 
 // A free loopback port, for a test that must know the port before the server opens it.

@@ -1,11 +1,9 @@
 // The engine's plain counters -> telemetry blocks -> /metrics text (issue 6): every exported series must
 // carry the value of the counter it is mapped from, under the right labels. Host only: no verbs call, no EAL.
 #include <gtest/gtest.h>
-#include <prometheus/text_serializer.h>
 
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "daemon/engine_stats_publish.hpp"
@@ -13,6 +11,7 @@
 #include "exposition_util.hpp"
 #include "telemetry/collector.hpp"
 #include "telemetry/metrics.hpp"
+#include "telemetry/text_format.hpp"
 
 namespace rdmagate::telemetry {
 namespace {
@@ -24,9 +23,7 @@ using protocol::ObjectOp;
 constexpr std::uint64_t kTscHz = 1'000'000'000;
 
 test::Exposition scrape(const StatsCollector& c) {
-  std::ostringstream os;
-  prometheus::TextSerializer().Serialize(os, c.Collect());
-  return test::parse_exposition(os.str());
+  return test::parse_exposition(serialize_text(c.Collect()));
 }
 
 // The sample's value, or -1 when the series is missing (every expected value here is >= 0).
