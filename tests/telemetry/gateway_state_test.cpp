@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -344,6 +345,46 @@ TEST(HealthState, LateSamplerDoesNotMoveTheLastChangeBack) {
   // Last change seen at +200 ms (not +150 ms): at +290 ms the core has been still for 90 ms only.
   EXPECT_TRUE(h.check_live(t0 + 290ms).ok);
   EXPECT_FALSE(h.check_live(t0 + 301ms).ok);
+}
+
+// Everything /metrics serves, through Prometheus's own linter (`promtool check metrics`, Debian package
+// prometheus): it must print nothing and exit 0. Skipped where promtool is not installed.
+TEST(TextFormat, PromtoolFindsNothingToLint) {
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool not installed";
+  StatsCollector c("1.2.3", 1'000'000'000);
+  CoreStats core;
+  ASSERT_TRUE(c.register_core(0, core));
+  c.set_backend("verbs", "auto");
+  core.observe_request_ns(protocol::ObjectOp::kPut, 3000);
+  HealthState health(c, 10s);
+  GatewayState state;
+  state.set_health(health);
+  state.set_port_identity("mlx5_0", 1, "verbs");
+  state.set_port(PortState::kActive, LinkLayer::kInfiniband);
+  state.config_loaded(1'765'000'000);
+  ProcessCollector process;
+  auto families = c.Collect();
+  for (const prometheus::Collectable* more : {static_cast<const prometheus::Collectable*>(&state),
+                                              static_cast<const prometheus::Collectable*>(&process)}) {
+    auto f = more->Collect();
+    families.insert(families.end(), f.begin(), f.end());
+  }
+  const std::string text = serialize_text(families);
+  char path[] = "/tmp/rdmagate-metrics-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(fd);
+  const std::string cmd = std::string("promtool check metrics < ") + path + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (const std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = ::pclose(p);
+  ::unlink(path);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "");
 }
 
 TEST(ProcessMetrics, ParsesProcStat) {
