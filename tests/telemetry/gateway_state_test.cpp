@@ -14,7 +14,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <regex>
 #include <set>
 #include <string>
 
@@ -46,16 +45,35 @@ double value(const test::Exposition& e, const std::string& name, const Labels& l
 // True when `text` (a decimal such as 0.008388608, 1.024e-06 or 17.179869184) is exactly ns * 10^-9,
 // compared in integers: no double is involved, so a digit too many or too few fails.
 bool is_exact_seconds(const std::string& text, std::uint64_t ns) {
-  static const std::regex kDecimal(R"(([0-9]+)(?:\.([0-9]+))?(?:e([-+][0-9]+))?)");
-  std::smatch m;
-  if (!std::regex_match(text, m, kDecimal)) return false;
-  const std::string digits = m[1].str() + m[2].str();
-  if (digits.size() > 30) return false;
-  unsigned __int128 mantissa = 0;
-  for (const char c : digits) mantissa = mantissa * 10 + static_cast<unsigned>(c - '0');
-  const int exponent = (m[3].matched ? std::stoi(m[3].str()) : 0) - static_cast<int>(m[2].length()) + 9;
-  unsigned __int128 lhs = mantissa, rhs = ns;
-  for (int i = 0; i < std::abs(exponent); ++i) (exponent > 0 ? lhs : rhs) *= 10;
+  // digits [. digits] [e (+|-) digits]
+  std::size_t i = 0;
+  const auto digits = [&] {
+    const std::size_t from = i;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+    return text.substr(from, i - from);
+  };
+  std::string mantissa = digits();
+  std::size_t fraction = 0;
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    const std::string f = digits();
+    fraction = f.size();
+    mantissa += f;
+  }
+  int exponent = 0;
+  if (i < text.size() && text[i] == 'e') {
+    if (++i >= text.size() || (text[i] != '+' && text[i] != '-')) return false;
+    const bool negative = text[i++] == '-';
+    const std::string e = digits();
+    if (e.empty()) return false;
+    exponent = negative ? -std::stoi(e) : std::stoi(e);
+  }
+  if (i != text.size() || mantissa.empty() || mantissa.size() > 30) return false;
+  unsigned __int128 lhs = 0, rhs = ns;
+  for (const char c : mantissa) lhs = lhs * 10 + static_cast<unsigned>(c - '0');
+  // text = lhs * 10^(exponent - fraction); ns * 10^-9 = rhs * 10^-9.
+  const int shift = exponent - static_cast<int>(fraction) + 9;
+  for (int k = 0; k < std::abs(shift); ++k) (shift > 0 ? lhs : rhs) *= 10;
   return lhs == rhs;
 }
 
@@ -86,6 +104,14 @@ TEST(TextFormat, EscapesHelpAndLabelValues) {
 // Every bucket of every histogram family: le is the exact decimal of 2^(10+i) ns in seconds, the buckets
 // come in order, end with +Inf, and _count equals the +Inf bucket.
 TEST(TextFormat, EveryHistogramBoundIsExact) {
+  // The checker itself: what prometheus-cpp printed fails it, every exact spelling passes.
+  EXPECT_FALSE(is_exact_seconds("0.008388608000000001", 8388608));
+  EXPECT_FALSE(is_exact_seconds("0.00838861", 8388608));
+  EXPECT_TRUE(is_exact_seconds("0.008388608", 8388608));
+  EXPECT_TRUE(is_exact_seconds("8.388608e-03", 8388608));
+  EXPECT_TRUE(is_exact_seconds("1.024e-06", 1024));
+  EXPECT_TRUE(is_exact_seconds("17.179869184", 17179869184));
+
   StatsCollector c("1.2.3", 1'000'000'000);
   CoreStats block;
   ASSERT_TRUE(c.register_core(0, block));
