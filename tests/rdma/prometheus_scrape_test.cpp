@@ -5,16 +5,24 @@
 // expression of the rules file, evaluated against what Prometheus scraped. `promtool check metrics` runs on
 // the gateway's /metrics.
 //
+// Prometheus scrapes the one gateway as two jobs, the two ways deploy/ scrapes: "rdmagate",
+// deploy/README.md's static config for systemd hosts, and "rdmagate-metrics" with the node and pod labels a
+// Kubernetes scrape gives every series (the monitoring component's ServiceMonitor relabels node, the
+// Prometheus Operator adds pod). The dashboard is evaluated once per job ("view"), its variables resolved in
+// order as Grafana does: $job set to the view's job, every other variable to the first value its query
+// returns; in the host view, where node and pod do not exist, a variable without values takes its All value
+// (allValue), as Grafana does. Grafana's $__rate_interval and $__range get fixed values (kBuiltinVariables).
+//
 // What must return data:
-//   - a dashboard query, a variable query, a recording rule's expression: always, unless an empty selector
-//     in it names a metric of kRadosOnlyMetrics (this gateway runs store.backend: memory);
+//   - a dashboard query, a variable query (in the Kubernetes view), a recording rule's expression: always,
+//     except a query of a panel the dashboard marks RADOS-only (title "RADOS: ...": this gateway runs
+//     store.backend: memory);
 //   - an alert expression must evaluate without error, and it is empty on this healthy gateway (no alert
-//     pending) except those of kMayBePendingHere; every selector inside it must return data, again unless it
-//     names a metric of kRadosOnlyMetrics. So `absent(up{job=~"rdmagate.*"})` is empty while
-//     up{job=~"rdmagate.*"} must not be.
-// Template variables take the first value their query returns (the target carries the node and pod labels of
-// a Kubernetes scrape, so every identity variable has one); Grafana's $__rate_interval and $__range fixed
-// values (kBuiltinVariables). The list of every query evaluated, with its result size, is printed.
+//     pending) except those of kMayBePendingHere; every selector inside it must return data unless it names
+//     a RADOS-only metric (one the dashboard reads in RADOS panels only). So `absent(up{job=~"rdmagate.*"})`
+//     is empty while up{job=~"rdmagate.*"} must not be.
+// /api/v1/rules must report every rule healthy. The list of every query evaluated, with its result size, is
+// printed.
 //
 // The binary re-executes itself as the daemon ("daemon ...": daemon/gateway_main.cpp linked in) and as the
 // load client ("load ...": the client library). tools/rdma-suite brings prometheus and promtool into the
@@ -71,30 +79,8 @@ using rdmagate::testfix::proc::wait_for;
 using rdmagate::testfix::proc::write_file;
 namespace promql = rdmagate::testfix::promql;
 
-// Metrics a gateway with store.backend: memory need not export: their queries may come back empty here.
-// A stand-in until the dashboard marks its RADOS-only panels itself; today the daemon exports all of them
-// anyway (as zeros), so the list excuses nothing yet, and a selector of these that has data is checked as
-// any other.
-const std::set<std::string> kRadosOnlyMetrics = {
-    "rdmagate_rados_ready",
-    "rdmagate_rados_errors_total",
-    "rdmagate_rados_notifies_total",
-    "rdmagate_rados_notify_resends_total",
-    "rdmagate_rados_notify_timeouts_total",
-    "rdmagate_rados_ops_in_flight",
-    "rdmagate_rados_worker_wakeups_total",
-    "rdmagate_rados_op_duration_seconds_bucket",
-    "rdmagate_rados_op_duration_seconds_sum",
-    "rdmagate_rados_op_duration_seconds_count",
-    "rdmagate_store_cache_hits_total",
-    "rdmagate_store_cache_misses_total",
-    "rdmagate_store_cache_fills_total",
-    "rdmagate_store_cache_fill_skips_total",
-    "rdmagate_store_cache_evictions_total",
-    "rdmagate_store_cache_invalidations_total",
-    "rdmagate_store_cache_resets_total",
-    "rdmagate_store_checksum_failures_total",
-};
+// The dashboard's mark of a panel that only a gateway with store.backend: rados fills.
+constexpr std::string_view kRadosPanelPrefix = "RADOS: ";
 
 // Alerts whose expression may be non-empty (pending) on a healthy gateway in this guest: the p99 bound is
 // 10 ms, and a chunked request under qemu TCG emulation can take longer than that.
@@ -106,6 +92,14 @@ const std::map<std::string, std::string> kBuiltinVariables = {
     {"__rate_interval", "15s"}, {"__interval", "1s"}, {"__interval_ms", "1000"},
     {"__range", "1m"},          {"__range_s", "60"},  {"__range_ms", "60000"},
 };
+
+// The two scrape jobs of the one gateway, and how the dashboard is looked at through each.
+struct View {
+  const char* name;
+  const char* job;
+  bool all_when_empty;  // a variable whose query returns nothing takes its All value (else: a failure)
+};
+constexpr View kViews[] = {{"k8s", "rdmagate-metrics", false}, {"host", "rdmagate", true}};
 
 std::string g_self;
 int g_rdma_port = 7900;
@@ -249,11 +243,13 @@ enum class Expect {
 
 class Checker {
  public:
+  explicit Checker(std::set<std::string> rados_only_metrics) : rados_only_(std::move(rados_only_metrics)) {}
+
   // Evaluates one expression and, with `check_selectors`, each of its selectors, which must then have data
-  // unless they name a RADOS-only metric. An empty result where Expect::kData wants data is excused only when
-  // an empty selector in it, and only such, names a RADOS-only metric. Returns the expression's result.
+  // unless they name a RADOS-only metric. An empty result where Expect::kData wants data is excused only for
+  // a `rados_panel` query. Returns the expression's result.
   QueryResult expression(const std::string& kind, const std::string& expr, Expect expect,
-                         bool check_selectors, const std::string& name = "") {
+                         bool check_selectors, const std::string& name = "", bool rados_panel = false) {
     const QueryResult q = query(expr);
     Evaluated e{kind, name.empty() ? expr : name + ": " + expr, q.size(), first_value(q), "ok"};
     if (!q.error.empty()) {
@@ -263,7 +259,6 @@ class Checker {
       return q;
     }
     std::vector<std::string> empty_selectors;
-    bool only_rados = true;
     std::vector<Evaluated> sel_rows;
     // Without `check_selectors`, only an empty result needs its selectors: they tell why it is empty.
     const bool read_selectors = check_selectors || q.size() == 0;
@@ -275,8 +270,7 @@ class Checker {
         failures_.push_back("selector " + sel + " of " + e.what + ": " + s.error);
       } else if (s.size() == 0) {
         empty_selectors.push_back(sel);
-        const bool rados = kRadosOnlyMetrics.count(promql::metric_name(sel)) != 0;
-        only_rados = only_rados && rados;
+        const bool rados = rados_only_.count(promql::metric_name(sel)) != 0;
         row.verdict = rados ? "empty (RADOS-only metric)" : "EMPTY";
         if (check_selectors && !rados) failures_.push_back("selector " + sel + " of " + e.what + " is empty");
       }
@@ -289,8 +283,8 @@ class Checker {
     } else if (expect == Expect::kMayBePending && q.size() != 0) {
       e.verdict = "pending (allowed here)";
     } else if (expect == Expect::kData && q.size() == 0) {
-      if (!empty_selectors.empty() && only_rados) {
-        e.verdict = "empty (RADOS-only)";
+      if (rados_panel) {
+        e.verdict = "empty (RADOS panel)";
         ++excused_;
       } else {
         e.verdict = "EMPTY";
@@ -310,6 +304,7 @@ class Checker {
   std::size_t excused() const { return excused_; }
 
  private:
+  std::set<std::string> rados_only_;
   std::vector<std::string> failures_;
   std::vector<Evaluated> list_;
   std::size_t excused_ = 0;
@@ -355,19 +350,31 @@ std::string interpolate(const std::string& s, const std::map<std::string, std::s
   return out;
 }
 
-// Every string under a key "expr", anywhere in the dashboard (panels, rows' panels, annotations).
-void collect_exprs(const json& j, std::vector<std::string>* out) {
+struct DashboardQuery {
+  std::string expr;
+  std::string panel;  // the title of the panel (or annotation) it belongs to
+};
+
+// Every string under a key "expr", anywhere in the dashboard (panels, rows' panels, annotations), with the
+// title of the object around it.
+void collect_exprs(const json& j, const std::string& title, std::vector<DashboardQuery>* out) {
   if (j.is_object()) {
+    const std::string here =
+        j.contains("title") && j["title"].is_string() ? j["title"].get<std::string>() : title;
     for (auto it = j.begin(); it != j.end(); ++it) {
       if (it.key() == "expr" && it->is_string()) {
-        if (!it->get<std::string>().empty()) out->push_back(it->get<std::string>());
+        if (!it->get<std::string>().empty()) out->push_back({it->get<std::string>(), here});
       } else {
-        collect_exprs(*it, out);
+        collect_exprs(*it, here, out);
       }
     }
   } else if (j.is_array()) {
-    for (const json& x : j) collect_exprs(x, out);
+    for (const json& x : j) collect_exprs(x, title, out);
   }
+}
+
+bool rados_panel(const DashboardQuery& q) {
+  return q.panel.rfind(kRadosPanelPrefix, 0) == 0;
 }
 
 // A template variable's values as Grafana's Prometheus data source gets them: label_values(selector,
@@ -481,19 +488,28 @@ TEST(PrometheusScrape, DashboardAndRuleQueriesAgainstARealScrape) {
       << "the load client did not start; its log:\n"
       << read_file(load_log);
 
-  // Prometheus: scrape and evaluate every second, the rules file as shipped, the job named as in
-  // deploy/README.md. The target carries the node and pod labels a Kubernetes scrape gives every series (the
-  // monitoring component's ServiceMonitor relabels node; the Prometheus Operator adds pod), which the
-  // dashboard's identity variables select on; a static config without them leaves those variables empty.
+  // Prometheus: scrape and evaluate every second, the rules file as shipped, the gateway as two jobs (see the
+  // top of this file).
+  const std::string target = "[\"127.0.0.1:" + std::to_string(g_http_port) + "\"]";
   const std::string prom_yml = dir + "/prometheus.yml", prom_log = dir + "/prometheus.log";
   write_file(prom_yml,
              "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
              "rule_files:\n  - " +
                  rules +
-                 "\nscrape_configs:\n  - job_name: rdmagate\n    static_configs:\n"
-                 "      - targets: [\"127.0.0.1:" +
-                 std::to_string(g_http_port) +
-                 "\"]\n        labels:\n          node: rxe-vm\n          pod: rdmagate-test-0\n");
+                 "\nscrape_configs:\n"
+                 "  - job_name: " +
+                 std::string(kViews[1].job) +
+                 "\n    static_configs:\n"
+                 "      - targets: " +
+                 target +
+                 "\n"
+                 "  - job_name: " +
+                 std::string(kViews[0].job) +
+                 "\n    static_configs:\n"
+                 "      - targets: " +
+                 target +
+                 "\n"
+                 "        labels:\n          node: rxe-vm\n          pod: rdmagate-test-0\n");
   Child prom;
   const auto t_prom = Clock::now();
   ASSERT_TRUE(spawn(&prom,
@@ -523,7 +539,24 @@ TEST(PrometheusScrape, DashboardAndRuleQueriesAgainstARealScrape) {
       "prometheus_scrape: Prometheus ready in %.1f s, %.0f successful scrapes %.1f s later; load so far: %s",
       prom_ready_s, scrapes, scrape_s, read_file(load_status).c_str());
 
-  Checker check;
+  // The dashboard's queries, and the metrics it reads in RADOS panels only: alert selectors naming those may
+  // be empty on this memory-backed gateway.
+  std::ifstream df(dashboard_file);
+  const json dashboard = json::parse(df, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(dashboard.is_discarded()) << dashboard_file << " is not JSON";
+  std::vector<DashboardQuery> exprs;
+  collect_exprs(dashboard, "", &exprs);
+  ASSERT_FALSE(exprs.empty()) << "no expr in " << dashboard_file;
+  std::set<std::string> in_rados_panels, elsewhere, rados_only;
+  for (const DashboardQuery& d : exprs) {
+    for (const std::string& sel : promql::selectors(d.expr)) {
+      (rados_panel(d) ? in_rados_panels : elsewhere).insert(promql::metric_name(sel));
+    }
+  }
+  for (const std::string& m : in_rados_panels) {
+    if (elsewhere.count(m) == 0) rados_only.insert(m);
+  }
+  Checker check(rados_only);
 
   // Every rule loaded and evaluated without error.
   const QueryResult rules_api = api("/api/v1/rules", "");
@@ -561,44 +594,60 @@ TEST(PrometheusScrape, DashboardAndRuleQueriesAgainstARealScrape) {
   EXPECT_EQ(rule_count, file_rules) << "Prometheus loaded a different number of rules than " << rules
                                     << " has";
 
-  // The dashboard: its variables in order (a variable's query may use an earlier one), each set to the first
-  // value its query returns, then every expr.
-  std::ifstream df(dashboard_file);
-  const json dashboard = json::parse(df, nullptr, /*allow_exceptions=*/false);
-  ASSERT_FALSE(dashboard.is_discarded()) << dashboard_file << " is not JSON";
-  std::map<std::string, std::string> vars = kBuiltinVariables;
-  std::set<std::string> unknown;
-  for (const json& v : dashboard["templating"]["list"]) {
-    const std::string name = v.value("name", ""), type = v.value("type", "");
-    if (type == "datasource" || type == "adhoc") continue;
-    std::string q =
-        v.contains("query") && v["query"].is_object() ? v["query"].value("query", "") : v.value("query", "");
-    if (type == "custom" || type == "interval" || type == "constant" || type == "textbox") {
-      vars[name] = q.substr(0, q.find(','));
-      continue;
+  // The dashboard through each job: its variables in order (a variable's query may use an earlier one), then
+  // every expr.
+  std::string view_lines;
+  for (const View& view : kViews) {
+    std::map<std::string, std::string> vars = kBuiltinVariables;
+    std::set<std::string> unknown;
+    const std::string kind = std::string("dash/") + view.name;
+    view_lines += std::string("prometheus_scrape: view ") + view.name + " (job " + view.job + "):";
+    for (const json& v : dashboard["templating"]["list"]) {
+      const std::string name = v.value("name", ""), type = v.value("type", "");
+      if (type == "datasource" || type == "adhoc") continue;
+      std::string q = v.contains("query") && v["query"].is_object() ? v["query"].value("query", "")
+                                                                    : v.value("query", "");
+      if (type == "custom" || type == "interval" || type == "constant" || type == "textbox") {
+        vars[name] = q.substr(0, q.find(','));
+        continue;
+      }
+      q = interpolate(q, vars, &unknown);
+      std::string err;
+      const std::vector<std::string> values = variable_values(q, &err);
+      Evaluated row{"var/" + std::string(view.name), "$" + name + " = " + q, values.size(),
+                    values.empty() ? "-" : values[0], "ok"};
+      if (!err.empty()) {
+        row.verdict = "QUERY ERROR " + err;
+        check.fail("variable $" + name + " (" + q + "): " + err);
+      } else if (name == "job") {
+        vars[name] = view.job;
+        if (std::find(values.begin(), values.end(), view.job) == values.end()) {
+          row.verdict = "NO JOB " + std::string(view.job);
+          check.fail("variable $job (" + q + ") does not offer the job " + view.job);
+        }
+      } else if (!values.empty()) {
+        vars[name] = values[0];
+      } else if (view.all_when_empty && v.value("includeAll", false) && !v.value("allValue", "").empty()) {
+        vars[name] = v.value("allValue", "");
+        row.verdict = "none: All";
+      } else {
+        row.verdict = "EMPTY";
+        check.fail("variable $" + name + " (" + q + ") has no values in the " + view.name + " view");
+      }
+      check.add_row(row);
+      if (vars.count(name) != 0) view_lines += " $" + name + "=" + vars[name];
     }
-    q = interpolate(q, vars, &unknown);
-    std::string err;
-    const std::vector<std::string> values = variable_values(q, &err);
-    check.add_row({"variable", "$" + name + " = " + q, values.size(), values.empty() ? "-" : values[0],
-                   err.empty() && !values.empty() ? "ok" : "FAILED " + err});
-    if (!err.empty() || values.empty()) {
-      check.fail("variable $" + name + " (" + q + "): " + (err.empty() ? "no values" : err));
-      continue;
+    view_lines += "\n";
+    for (const DashboardQuery& d : exprs) {
+      check.expression(kind, interpolate(d.expr, vars, &unknown), Expect::kData, /*check_selectors=*/false,
+                       "", rados_panel(d));
     }
-    vars[name] = values[0];
+    EXPECT_TRUE(unknown.empty()) << "the dashboard uses variables it does not define: " << [&] {
+      std::string s;
+      for (const std::string& u : unknown) s += " $" + u;
+      return s;
+    }();
   }
-  std::vector<std::string> exprs;
-  collect_exprs(dashboard, &exprs);
-  ASSERT_FALSE(exprs.empty()) << "no expr in " << dashboard_file;
-  for (const std::string& e : exprs) {
-    check.expression("dashboard", interpolate(e, vars, &unknown), Expect::kData, /*check_selectors=*/false);
-  }
-  EXPECT_TRUE(unknown.empty()) << "the dashboard uses variables it does not define: " << [&] {
-    std::string s;
-    for (const std::string& u : unknown) s += " $" + u;
-    return s;
-  }();
 
   // The gateway's exposition as Prometheus read it passes promtool's lint.
   const std::string metrics_file = out_dir + "/prometheus_scrape_metrics.txt";
@@ -618,21 +667,16 @@ TEST(PrometheusScrape, DashboardAndRuleQueriesAgainstARealScrape) {
   EXPECT_GT(num(st, "chunked_puts"), 0u);
 
   std::printf(
-      "prometheus_scrape: %zu queries evaluated (%zu rules loaded, all health ok unless listed below); "
-      "dashboard variables:",
-      check.list().size(), rule_count);
-  for (const json& v : dashboard["templating"]["list"]) {
-    const auto it = vars.find(v.value("name", ""));
-    if (it != vars.end()) std::printf(" $%s=%s", it->first.c_str(), it->second.c_str());
-  }
-  std::printf("; built-in: $__rate_interval=%s $__range=%s\n", vars["__rate_interval"].c_str(),
-              vars["__range"].c_str());
+      "prometheus_scrape: %zu queries evaluated (%zu rules loaded, all health ok unless listed below; "
+      "RADOS-only metrics: %zu; $__rate_interval=%s $__range=%s)\n%s",
+      check.list().size(), rule_count, rados_only.size(), kBuiltinVariables.at("__rate_interval").c_str(),
+      kBuiltinVariables.at("__range").c_str(), view_lines.c_str());
   for (const Evaluated& e : check.list()) {
     std::printf("prometheus_scrape: %-10s %4zu series  %-12s %-27s %s\n", e.kind.c_str(), e.size,
                 e.value.substr(0, 12).c_str(), e.verdict.c_str(), e.what.c_str());
   }
   std::printf(
-      "prometheus_scrape: %zu RADOS-only queries excused; promtool check metrics: exit %d on %zu bytes "
+      "prometheus_scrape: %zu queries of RADOS panels excused; promtool check metrics: exit %d on %zu bytes "
       "(%s)\nprometheus_scrape: load: %s",
       check.excused(), lint_rc, metrics.body.size(), metrics_file.c_str(), read_file(load_status).c_str());
   for (const std::string& f : check.failures()) ADD_FAILURE() << f;
