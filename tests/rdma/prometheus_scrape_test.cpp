@@ -14,9 +14,9 @@
 // (allValue), as Grafana does. Grafana's $__rate_interval and $__range get fixed values (kBuiltinVariables).
 //
 // What must return data:
-//   - a dashboard query, a variable query (in the Kubernetes view), a recording rule's expression: always,
-//     except a query of a panel the dashboard marks RADOS-only (title "RADOS: ...": this gateway runs
-//     store.backend: memory);
+//   - a recording rule's expression and a variable query (in the Kubernetes view): always;
+//   - a dashboard query: unless its panel is one the dashboard marks RADOS-only (title "RADOS: ...": this
+//     gateway runs store.backend: memory);
 //   - an alert expression must evaluate without error, and it is empty on this healthy gateway (no alert
 //     pending) except those of kMayBePendingHere; every selector inside it must return data unless it names
 //     a RADOS-only metric (one the dashboard reads in RADOS panels only). So `absent(up{job=~"rdmagate.*"})`
@@ -646,7 +646,7 @@ TEST(PrometheusScrape, DashboardAndRuleQueriesAgainstARealScrape) {
     }();
   }
 
-  // The gateway's exposition as Prometheus read it passes promtool's lint.
+  // The gateway's exposition passes promtool's lint.
   const std::string metrics_file = out_dir + "/prometheus_scrape_metrics.txt";
   const Reply metrics = http_get(g_http_port, "/metrics");
   ASSERT_EQ(metrics.status, 200);
