@@ -29,7 +29,6 @@ constexpr std::uint64_t kTagChannel = 1;
 constexpr std::uint64_t kTagAsync = 2;
 constexpr std::uint64_t kTagTimer = 3;
 constexpr std::uint64_t kTagAsyncInbox = 4;
-constexpr unsigned kLogsPerSecond = 20;
 
 bool set_nonblock(int fd) {
   const int fl = fcntl(fd, F_GETFL);
@@ -484,6 +483,7 @@ void Engine::handle_cm_events_st() {
         }
         ++counters_.established;
         conn->dispatch(Event::kEstablished, args);
+        note_accepted_st(*conn);
         break;
       }
       case RDMA_CM_EVENT_DISCONNECTED:
@@ -680,6 +680,7 @@ void Engine::fire_timers_st() {
 void Engine::reap_st() {
   for (auto it = conns_.begin(); it != conns_.end();) {
     if (it->second->lifecycle().destroyable()) {
+      note_reaped_st(*it->second);
       by_handle_.erase(it->second->handle().value);
       ++counters_.destroyed;
       it = conns_.erase(it);
@@ -832,23 +833,51 @@ void Engine::note_dispatch_st(const DispatchResult& r) {
 }
 
 void Engine::log_st(const char* fmt, ...) {
-  // Rate-limited: at most kLogsPerSecond lines per second per engine.
-  const auto now = std::chrono::steady_clock::now();
-  if (now - log_window_ >= std::chrono::seconds(1)) {
-    log_window_ = now;
-    log_in_window_ = 0;
-  }
-  if (++log_in_window_ > kLogsPerSecond) return;
-  char buf[512];
   va_list ap;
   va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  emit_log_st(log_limit_, fmt, ap);
   va_end(ap);
+}
+
+void Engine::log_conn_st(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  emit_log_st(conn_log_limit_, fmt, ap);
+  va_end(ap);
+}
+
+void Engine::emit_log_st(LogRateLimit& limit, const char* fmt, va_list ap) {
+  std::uint64_t suppressed = 0;
+  if (!limit.allow(std::chrono::steady_clock::now(), &suppressed)) return;
+  char buf[512];
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  if (suppressed != 0) {
+    const std::size_t len = std::strlen(buf);
+    std::snprintf(buf + len, sizeof(buf) - len, " (suppressed=%llu)",
+                  static_cast<unsigned long long>(suppressed));
+  }
   if (cfg_.log_sink) {
     cfg_.log_sink(buf);
     return;
   }
   std::fprintf(stderr, "rdmagate[%s]: %s\n", cfg_.name.c_str(), buf);
+}
+
+// Passive connections only: a server's operator wants each client's arrival and departure; a client
+// library's application (the engine's active side) has its own view of its connections.
+void Engine::note_accepted_st(Connection& c) {
+  if (c.lifecycle().role() != Role::kPassive) return;
+  const State st = c.lifecycle().state();
+  if (st != State::kEstablishedPendingAdopt && st != State::kOwnedByCore) return;
+  const unsigned lcore = c.core() >= 0 ? cfg_.cores[static_cast<std::size_t>(c.core())].lcore : 0;
+  c.accepted_ = Connection::Accepted{c.qp_num(), lcore};
+  log_conn_st("accepted %s qp 0x%x core %u", c.peer().c_str(), c.qp_num(), lcore);
+}
+
+void Engine::note_reaped_st(const Connection& c) {
+  if (!c.accepted_) return;
+  log_conn_st("closed %s qp 0x%x core %u: %s", c.peer().c_str(), c.accepted_->qp_num, c.accepted_->lcore,
+              std::string(dataplane::to_string(c.lifecycle().close_reason())).c_str());
 }
 
 }  // namespace rdmagate::control

@@ -19,6 +19,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdarg>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -30,6 +31,7 @@
 
 #include "control/async_fanout.hpp"
 #include "control/connection_lifecycle.hpp"
+#include "control/log_rate_limit.hpp"
 #include "control/rdma_device.hpp"
 #include "dataplane/core_conn.hpp"
 #include "dataplane/core_resources.hpp"
@@ -108,6 +110,11 @@ struct EngineCounters {
   std::uint64_t close_rekicks = 0;  // QPs moved to ERR again because the core's CLOSED was slow (flush kick)
   std::uint64_t quiesce_timeouts = 0;  // SIGTERM drains whose quiesce phase hit the drain timeout
 };
+
+// The engine's log lines per second (log_st), and separately its "accepted" and "closed" lines (log_conn_st);
+// beyond them lines are dropped and the next one written says how many ("suppressed=K").
+inline constexpr unsigned kLogLinesPerSecond = 20;
+inline constexpr unsigned kConnLogLinesPerSecond = 10;
 
 // First re-kick of a closing QP whose CLOSED has not come back (Engine::fire_timers_st), doubling up to the
 // cap. A core answers CLOSE within microseconds on hardware; the first kick is well past that.
@@ -191,6 +198,13 @@ class Connection final : public ConnectionOps {
   // Passive side: the accept body negotiated from the request.
   protocol::HandshakeBody accept_body_{};
   std::uint32_t rx_to_post_ = 0;
+  // Passive side, once ESTABLISHED: the QP and lcore it was accepted on, for the "closed" line (the release
+  // ladder clears both before the connection is reaped).
+  struct Accepted {
+    std::uint32_t qp_num = 0;
+    unsigned lcore = 0;
+  };
+  std::optional<Accepted> accepted_;
 };
 
 using dataplane::CoreRunner;
@@ -291,6 +305,12 @@ class Engine {
   void arm_timerfd_st();
   Connection* by_handle(dataplane::ConnHandle h) noexcept;
   void log_st(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+  // An accepted or closed connection, at info: rate-limited on its own budget, so that a connection storm
+  // neither drowns log_st's lines nor is drowned by them.
+  void log_conn_st(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+  void emit_log_st(LogRateLimit& limit, const char* fmt, va_list ap);
+  void note_accepted_st(Connection& c);
+  void note_reaped_st(const Connection& c);
   void note_dispatch_st(const DispatchResult& r);
 
   struct ReplyHandler;
@@ -314,8 +334,8 @@ class Engine {
   std::uint64_t next_id_ = 1;
   bool accepting_ = true;
   EngineCounters counters_{};
-  std::chrono::steady_clock::time_point log_window_{};
-  unsigned log_in_window_ = 0;
+  LogRateLimit log_limit_{kLogLinesPerSecond, std::chrono::seconds(1)};
+  LogRateLimit conn_log_limit_{kConnLogLinesPerSecond, std::chrono::seconds(1)};
 };
 
 }  // namespace rdmagate::control
