@@ -134,12 +134,6 @@ telemetry::LinkLayer link_layer(std::uint8_t l) {
   }
 }
 
-// What CoreResources::create registers for one core: its region of max_conns slots, each holding rx and
-// tx buffers and the bulk buffer (dataplane/core_resources.hpp lays it out).
-std::uint64_t core_registered_bytes(const dataplane::CoreConfig& c) {
-  return (std::uint64_t{c.rx_per_conn + c.tx_per_conn} * c.buf_size + c.bulk_bytes_per_conn) * c.max_conns;
-}
-
 // The engine's log lines, structured: a "warning: " prefix makes a warning.
 void engine_log_sink(std::string_view line) {
   constexpr std::string_view kWarning = "warning: ";
@@ -283,7 +277,7 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
   g->engine_ = Engine::create(s.engine, error);
   if (!g->engine_) return nullptr;
   for (std::size_t i = 0; i < g->engine_->core_count(); ++i) {
-    g->state_->add_registered_bytes(core_registered_bytes(g->engine_->core(i).config()));
+    g->state_->add_registered_bytes(g->engine_->core(i).registered_bytes());
   }
   g->state_->set_port_identity(g->engine_->device().name(), cfg.device.port, g->engine_->backend_name());
   lg().info("dataplane backend", {{"backend", g->engine_->backend_name()},

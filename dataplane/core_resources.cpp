@@ -29,7 +29,7 @@ std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreC
   const int cqe = static_cast<int>(cfg.max_conns * (cfg.rx_per_conn + send_queue_depth(cfg)));
   c->cq_ = backend.create_cq(cqe, cfg.max_conns, error);
   if (c->cq_ == nullptr) return nullptr;
-  const std::size_t bytes = c->slot_bytes() * cfg.max_conns;
+  const std::size_t bytes = c->registered_bytes();
   c->region_ = HugeBuffer::allocate(bytes, cfg.socket, 4096, error, cfg.memory);
   if (!c->region_) return nullptr;
   // Registered once for the core's whole life.

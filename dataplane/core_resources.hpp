@@ -77,6 +77,8 @@ class CoreResources {
   // Remote key of the core's region: meaningful only on the active side (the passive side registers
   // IBV_ACCESS_LOCAL_WRITE only and never hands a key out).
   std::uint32_t rkey() const noexcept { return mr_->rkey; }
+  // Bytes of the region registered with the NIC (this core's share of rdmagate_memory_registered_bytes).
+  std::size_t registered_bytes() const noexcept { return slot_bytes() * cfg_.max_conns; }
 
   // ---- control thread ----
   // A free slot index, or -1. load() counts slots in use (least-loaded placement).
