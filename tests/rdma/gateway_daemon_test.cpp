@@ -1,11 +1,12 @@
 // The rdmagate daemon as a process (rxe guest): started from a YAML file plus --set, watched through its
 // telemetry (/readyz, /healthz, /metrics over a plain socket), its sd_notify messages (a NOTIFY_SOCKET this
 // test binds) and its structured log; loaded by an echo client (engine_peer) and, when the client library is
-// built, an object client (PUT / GET / DELETE, inline and chunked); reloaded with SIGHUP; stopped with
-// SIGTERM under load; with WATCHDOG_USEC set, its watchdog pings stop while ptrace holds its data-plane
-// core's thread and resume after. The device backend `auto` picks is checked in the log and on /metrics, and
-// an explicit `dataplane.backend: mlx5dv` on a device that is not an mlx5 NIC (rxe) must stop the daemon at
-// start.
+// built, an object client (PUT / GET / DELETE, inline and chunked); reloaded with SIGHUP (a broken file
+// among the reloads); stopped with SIGTERM under load. Its gateway-state and process metrics are checked
+// against /readyz, the device port, the log, the reloads and the clock. With WATCHDOG_USEC set, its
+// watchdog pings stop while ptrace holds its data-plane core's thread and resume after. The device backend
+// `auto` picks is checked in the log and on /metrics, and an explicit `dataplane.backend: mlx5dv` on a device
+// that is not an mlx5 NIC (rxe) must stop the daemon at start.
 //
 // The parent never initialises EAL. It re-executes itself as the daemon ("gateway_daemon_test daemon
 // --config ...": daemon/gateway_main.cpp linked in), as the echo client ("... peer client ...":
@@ -30,6 +31,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -67,6 +69,7 @@ using rdmagate::testfix::read_status;
 std::string g_self;
 std::string g_device;        // the device the probe found (the daemon's device.name auto picks the same one)
 std::string g_auto_backend;  // what dataplane.backend auto must pick on it: mlx5dv on an mlx5 NIC, else verbs
+std::string g_link_layer;    // port 1's link layer as rdmagate_port_info spells it (rxe: ethernet)
 int g_rdma_port = 7600;
 int g_http_port = 19464;
 
@@ -148,6 +151,22 @@ class NotifySocket {
   std::size_t seen_ = 0;  // messages already matched or skipped by the previous wait
 };
 
+// Wall-clock seconds, as the daemon stamps its config loads and as process_start_time_seconds counts.
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The value of `field` on the first log line starting with `msg` (e.g. "msg=store "); empty if none.
+std::string log_field(const std::string& log, const std::string& msg, const std::string& field) {
+  const auto at = log.find(msg);
+  if (at == std::string::npos) return "";
+  const std::string line = log.substr(at, log.find('\n', at) - at);
+  const auto f = line.find(" " + field + "=");
+  if (f == std::string::npos) return "";
+  const auto v = f + field.size() + 2;
+  return line.substr(v, line.find(' ', v) - v);
+}
+
 std::string config_text(const std::string& level, const std::string& allowed, std::uint32_t queue_depth) {
   std::ostringstream y;
   y << "# gateway_daemon_test\n"
@@ -225,6 +244,7 @@ TEST(GatewayDaemon, StartLoadMetricsReloadAndSigtermDrain) {
   for (const char* a : {"--config", yaml.c_str(), "--set", "dataplane.idle_policy=yield"})
     dargs.emplace_back(a);
   const auto t_start = Clock::now();
+  const double wall_spawn = unix_now();
   ASSERT_TRUE(spawn(&daemon, dargs, log, {"NOTIFY_SOCKET=" + notify.path()}));
 
   // While it starts, /readyz is unreachable or 503 with a reason, never 200 before READY=1.
@@ -268,6 +288,65 @@ TEST(GatewayDaemon, StartLoadMetricsReloadAndSigtermDrain) {
               g_auto_backend.c_str());
   EXPECT_EQ(metric(m0, "rdmagate_connection_accepts_total"), 0);
   EXPECT_EQ(metric(m0, "rdmagate_store_capacity_bytes"), 32.0 * 1024 * 1024);
+
+  // Gateway state (docs/metrics.md): rdmagate_ready is the /readyz check run at scrape, so both say ready.
+  const double wall_m0 = unix_now();
+  const HttpReply readyz_m0 = http_get("/readyz");
+  EXPECT_EQ(metric(m0, "rdmagate_ready"), 1) << m0.substr(0, 2000);
+  EXPECT_EQ(readyz_m0.status, 200) << readyz_m0.body;
+  // One port series: the port the daemon serves (device.port defaults to 1), as ibv_query_port reports it.
+  EXPECT_EQ(metric(m0, "rdmagate_port_info",
+                   {{"device", g_device},
+                    {"port", "1"},
+                    {"state", "active"},
+                    {"link_layer", g_link_layer},
+                    {"backend", g_auto_backend}}),
+            1)
+      << m0.substr(0, 4000);
+  EXPECT_EQ(metric(m0, "rdmagate_port_info"), 1) << "more than one port series";
+  EXPECT_EQ(metric(m0, "rdmagate_port_active", {{"device", g_device}, {"port", "1"}}), 1);
+  // The start counts as a successful load, stamped with the wall clock between the spawn and this scrape.
+  const double load_t0 = metric(m0, "rdmagate_config_last_reload_success_timestamp_seconds");
+  EXPECT_EQ(metric(m0, "rdmagate_config_last_reload_successful"), 1);
+  EXPECT_GE(load_t0, wall_spawn);
+  EXPECT_LE(load_t0, wall_m0);
+  // The store's arena and the core's buffer region are registered.
+  const double arena = std::strtod(log_field(started, "msg=store ", "arena_bytes").c_str(), nullptr);
+  const double registered = metric(m0, "rdmagate_memory_registered_bytes");
+  EXPECT_GT(arena, 0) << "no arena_bytes on the store line:\n" << started;
+  EXPECT_GT(registered, arena) << "the arena plus the core's buffers";
+  const bool no_hugepages_logged = started.find("running without hugepages") != std::string::npos;
+  EXPECT_EQ(metric(m0, "rdmagate_hugepages_fallback"), no_hugepages_logged ? 1 : 0) << started;
+  // The standard process metrics, of this daemon: started after the spawn (the kernel's boot time is whole
+  // seconds, so the start may read up to 1 s early), within a minute of now.
+  const double proc_start = metric(m0, "process_start_time_seconds");
+  const double cpu = metric(m0, "process_cpu_seconds_total");
+  const double rss = metric(m0, "process_resident_memory_bytes");
+  const double vsize = metric(m0, "process_virtual_memory_bytes");
+  const double fds = metric(m0, "process_open_fds");
+  const double max_fds = metric(m0, "process_max_fds");
+  EXPECT_GE(proc_start, wall_spawn - 2) << m0;
+  EXPECT_LT(std::abs(wall_m0 - proc_start), 60) << m0;
+  EXPECT_GT(cpu, 0) << "EAL init and a polling core take CPU time";
+  EXPECT_GT(rss, 0);
+  EXPECT_GE(vsize, rss);
+  EXPECT_GT(fds, 0);
+  EXPECT_GT(max_fds, 0);
+  EXPECT_LE(fds, max_fds);
+  const double pinned = metric(m0, "rdmagate_memory_pinned_bytes");
+  std::printf(
+      "gateway_daemon: gateway state: rdmagate_ready %.0f with /readyz %d; rdmagate_port_info{device=\"%s\","
+      "port=\"1\",state=\"active\",link_layer=\"%s\",backend=\"%s\"} %.0f, port_active %.0f; "
+      "reload_successful %.0f at %.3f (spawned %.3f); registered_bytes %.0f (arena_bytes %.0f), pinned_bytes "
+      "%.0f; hugepages_fallback %.0f (\"running without hugepages\" %s); process_start_time_seconds %.2f "
+      "(%.1f s before the scrape), cpu_seconds %.2f, resident %.0f, virtual %.0f, open_fds %.0f of max "
+      "%.0f\n",
+      metric(m0, "rdmagate_ready"), readyz_m0.status, g_device.c_str(), g_link_layer.c_str(),
+      g_auto_backend.c_str(), metric(m0, "rdmagate_port_info"),
+      metric(m0, "rdmagate_port_active", {{"device", g_device}, {"port", "1"}}),
+      metric(m0, "rdmagate_config_last_reload_successful"), load_t0, wall_spawn, registered, arena, pinned,
+      metric(m0, "rdmagate_hugepages_fallback"), no_hugepages_logged ? "logged" : "not logged", proc_start,
+      wall_m0 - proc_start, cpu, rss, vsize, fds, max_fds);
 
   // Echo load: engine_peer's verifying client (ObjectService answers opcode 1 = ECHO).
   Child c1;
@@ -350,12 +429,53 @@ TEST(GatewayDaemon, StartLoadMetricsReloadAndSigtermDrain) {
                         "file=128"),
             std::string::npos)
       << after1;
+  // A reload is a load: stamped later than the start (the stamp has sub-second resolution).
+  const std::string m_reload1 = http_get("/metrics").body;
+  const double load_t1 = metric(m_reload1, "rdmagate_config_last_reload_success_timestamp_seconds");
+  EXPECT_EQ(metric(m_reload1, "rdmagate_config_last_reload_successful"), 1);
+  EXPECT_GT(load_t1, load_t0);
+
+  // A SIGHUP with a broken file (an unclosed flow sequence) is rejected: the running configuration stays,
+  // the reload metric says so, the last success time stays that of the last good load.
+  write_file(yaml, config_text("debug", "[\"10.0.0.0/8\"", 128));
+  kill(daemon.pid, SIGHUP);
+  EXPECT_TRUE(notify.wait("RELOADING=1", 20s)) << "no RELOADING=1 for the broken file";
+  EXPECT_TRUE(notify.wait("READY=1", 20s)) << "no READY=1 after the rejected reload";
+  EXPECT_TRUE(wait_for(
+      [&] {
+        return read_file(log).find("msg=\"reload failed: keeping the running configuration\"") !=
+               std::string::npos;
+      },
+      10s))
+      << read_file(log);
+  const std::string after_bad = read_file(log);
+  const std::string m_bad = http_get("/metrics").body;
+  EXPECT_EQ(metric(m_bad, "rdmagate_config_last_reload_successful"), 0);
+  EXPECT_EQ(metric(m_bad, "rdmagate_config_last_reload_success_timestamp_seconds"), load_t1);
+  const HttpReply readyz_bad = http_get("/readyz");
+  EXPECT_EQ(readyz_bad.status, 200) << "a rejected reload leaves the gateway serving: " << readyz_bad.body;
+  const auto bad_at = after_bad.find("msg=\"reload: config error\"");
+  const std::string bad_line = bad_at == std::string::npos
+                                   ? std::string("(no \"reload: config error\" line)")
+                                   : after_bad.substr(bad_at, after_bad.find('\n', bad_at) - bad_at);
+  EXPECT_NE(bad_at, std::string::npos) << after_bad;
 
   // SIGHUP 2: the allow list no longer admits the fabric: a new client is rejected "not allowed", the
   // established one carries on.
   write_file(yaml, config_text("debug", "[\"10.0.0.0/8\"]", 128));
   kill(daemon.pid, SIGHUP);
   EXPECT_TRUE(notify.wait("READY=1", 20s)) << "no READY=1 after the second reload";
+  // The daemon stamps the load before READY=1: the good file makes the last reload a success again.
+  const std::string m_reload2 = http_get("/metrics").body;
+  const double load_t2 = metric(m_reload2, "rdmagate_config_last_reload_success_timestamp_seconds");
+  EXPECT_EQ(metric(m_reload2, "rdmagate_config_last_reload_successful"), 1);
+  EXPECT_GT(load_t2, load_t1);
+  std::printf(
+      "gateway_daemon: reloads: start ok at %.3f; good SIGHUP ok at %.3f; broken SIGHUP successful %.0f, "
+      "timestamp %.3f (%s); good SIGHUP successful %.0f at %.3f\n",
+      load_t0, load_t1, metric(m_bad, "rdmagate_config_last_reload_successful"),
+      metric(m_bad, "rdmagate_config_last_reload_success_timestamp_seconds"), bad_line.c_str(),
+      metric(m_reload2, "rdmagate_config_last_reload_successful"), load_t2);
   Child c2;
   ASSERT_TRUE(spawn(
       &c2,
@@ -380,6 +500,20 @@ TEST(GatewayDaemon, StartLoadMetricsReloadAndSigtermDrain) {
   kill(daemon.pid, SIGTERM);
   const auto t_stop = Clock::now();
   EXPECT_TRUE(notify.wait("STOPPING=1", 20s)) << "no STOPPING=1";
+  // The daemon takes its listeners down before it logs "stopping": from then on, while telemetry still
+  // answers (the drain may end first), /readyz and rdmagate_ready both say not ready.
+  EXPECT_TRUE(wait_for([&] { return read_file(log).find("msg=stopping") != std::string::npos; }, 20s));
+  const HttpReply readyz_stop = http_get("/readyz");
+  const HttpReply metrics_stop = http_get("/metrics");
+  const double ready_stop = metrics_stop.status == 200 ? metric(metrics_stop.body, "rdmagate_ready") : -1;
+  if (readyz_stop.status != 0) {
+    EXPECT_EQ(readyz_stop.status, 503) << readyz_stop.body;
+  }
+  if (metrics_stop.status == 200) {
+    EXPECT_EQ(ready_stop, 0);
+  }
+  std::printf("gateway_daemon: draining: /readyz %d, rdmagate_ready %.0f (-1: telemetry already down)\n",
+              readyz_stop.status, ready_stop);
   EXPECT_EQ(daemon.wait_exit(60s), 0) << read_file(log);
   const double stop_s = std::chrono::duration<double>(Clock::now() - t_stop).count();
   const std::string final_log = read_file(log);
@@ -619,6 +753,11 @@ int main(int argc, char** argv) {
           return 1;
         }
         g_auto_backend = rdmagate::dataplane::Mlx5Backend::supports(dev->context()) ? "mlx5dv" : "verbs";
+        const std::uint8_t ll =
+            dev->ports().empty() ? std::uint8_t{IBV_LINK_LAYER_UNSPECIFIED} : dev->ports()[0].link_layer;
+        g_link_layer = ll == IBV_LINK_LAYER_ETHERNET     ? "ethernet"
+                       : ll == IBV_LINK_LAYER_INFINIBAND ? "infiniband"
+                                                         : "unspecified";
         g_rdma_port = 7600 + static_cast<int>(getpid() % 300) * 2;
         g_http_port = 19000 + static_cast<int>(getpid() % 1000);
         return 0;
