@@ -285,10 +285,7 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
   // The arena: local write only (RDMA READs of PUT values land in it); no key to it ever leaves the process.
   ibv_mr* mr = g->engine_->register_memory(g->store_->arena_base(), g->store_->arena_bytes(),
                                            IBV_ACCESS_LOCAL_WRITE, error);
-  if (mr == nullptr) {
-    g->state_->registration_failed();
-    return nullptr;
-  }
+  if (mr == nullptr) return nullptr;
   g->state_->add_registered_bytes(g->store_->arena_bytes());
 
   // Telemetry blocks: one per core (its lcore is the `core` label), one for the control thread.

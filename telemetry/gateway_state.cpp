@@ -10,16 +10,13 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-void add(std::vector<MetricFamily>& out, std::string_view name, std::string_view help, MetricType type,
-         double value, std::vector<ClientMetric::Label> labels = {}) {
+// Every series here is a gauge: facts of the gateway's state, not counts.
+void add(std::vector<MetricFamily>& out, std::string_view name, std::string_view help, double value,
+         std::vector<ClientMetric::Label> labels = {}) {
   ClientMetric m;
   m.label = std::move(labels);
-  if (type == MetricType::Counter) {
-    m.counter.value = value;
-  } else {
-    m.gauge.value = value;
-  }
-  out.push_back(MetricFamily{std::string(name), std::string(help), type, {std::move(m)}});
+  m.gauge.value = value;
+  out.push_back(MetricFamily{std::string(name), std::string(help), MetricType::Gauge, {std::move(m)}});
 }
 
 template <typename E, std::size_t N>
@@ -54,32 +51,26 @@ void GatewayState::add_registered_bytes(std::uint64_t bytes) noexcept {
   registered_bytes_.fetch_add(bytes, std::memory_order_relaxed);
 }
 
-void GatewayState::registration_failed() noexcept {
-  registration_failures_.fetch_add(1, std::memory_order_relaxed);
-}
-
 void GatewayState::set_hugepages_fallback(bool fallback) noexcept {
   hugepages_fallback_.store(fallback, std::memory_order_relaxed);
 }
 
 std::vector<MetricFamily> GatewayState::Collect() const {
   std::vector<MetricFamily> out;
-  const auto G = MetricType::Gauge;
   if (health_ != nullptr) {
     // The probe's own evaluation: sampling the cores' progress from here as well only adds samples, which
     // can make a stall visible sooner but never reports one that did not last the threshold (HealthState).
     const bool ready = health_->check_ready(HealthState::Clock::now()).ok;
-    add(out, kReadyName, "1 when /readyz would answer 200 (evaluated at scrape), else 0.", G, ready ? 1 : 0);
+    add(out, kReadyName, "1 when /readyz would answer 200 (evaluated at scrape), else 0.", ready ? 1 : 0);
   }
   if (!device_.empty()) {
     const PortState state = port_state_.load(std::memory_order_relaxed);
-    add(out, kPortActiveName, "1 when the configured device port is ACTIVE, else 0.", G,
+    add(out, kPortActiveName, "1 when the configured device port is ACTIVE, else 0.",
         state == PortState::kActive ? 1 : 0, {{"device", device_}, {"port", port_}});
     add(out, kPortInfoName,
         "The configured device port: its state and link layer (ibv_query_port) and the data-plane backend; "
-        "the "
-        "value is always 1.",
-        G, 1,
+        "the value is always 1.",
+        1,
         {{"device", device_},
          {"port", port_},
          {"state", name_of(state, kPortStateNames)},
@@ -88,23 +79,21 @@ std::vector<MetricFamily> GatewayState::Collect() const {
   }
   if (const double t = reload_success_time_.load(std::memory_order_relaxed); t > 0) {
     add(out, kReloadSuccessfulName,
-        "1 when the last configuration load (start or SIGHUP reload) succeeded, else 0.", G,
+        "1 when the last configuration load (start or SIGHUP reload) succeeded, else 0.",
         reload_ok_.load(std::memory_order_relaxed) ? 1 : 0);
     add(out, kReloadTimestampName,
-        "Unix time of the last successful configuration load (the start counts as one).", G, t);
+        "Unix time of the last successful configuration load (the start counts as one).", t);
   }
   add(out, kRegisteredBytesName, "Bytes of memory registered with the NIC (store arena, per-core buffers).",
-      G, static_cast<double>(registered_bytes_.load(std::memory_order_relaxed)));
-  add(out, kRegistrationFailuresName, "Memory registrations the NIC refused.", MetricType::Counter,
-      static_cast<double>(registration_failures_.load(std::memory_order_relaxed)));
+      static_cast<double>(registered_bytes_.load(std::memory_order_relaxed)));
   if (const auto pinned = read_pinned_bytes()) {
     add(out, kPinnedBytesName,
         "Bytes the kernel holds pinned for the process (VmPin: RDMA registrations, against RLIMIT_MEMLOCK).",
-        G, static_cast<double>(*pinned));
+        static_cast<double>(*pinned));
   }
   add(out, kHugepagesFallbackName,
       "1 when eal.hugepages: auto found no usable hugepages and EAL runs without them (--no-huge), else 0.",
-      G, hugepages_fallback_.load(std::memory_order_relaxed) ? 1 : 0);
+      hugepages_fallback_.load(std::memory_order_relaxed) ? 1 : 0);
   return out;
 }
 

@@ -36,7 +36,6 @@ inline constexpr std::string_view kReloadSuccessfulName = "rdmagate_config_last_
 inline constexpr std::string_view kReloadTimestampName =
     "rdmagate_config_last_reload_success_timestamp_seconds";
 inline constexpr std::string_view kRegisteredBytesName = "rdmagate_memory_registered_bytes";
-inline constexpr std::string_view kRegistrationFailuresName = "rdmagate_memory_registration_failures_total";
 inline constexpr std::string_view kPinnedBytesName = "rdmagate_memory_pinned_bytes";
 inline constexpr std::string_view kHugepagesFallbackName = "rdmagate_hugepages_fallback";
 
@@ -57,9 +56,9 @@ class GatewayState final : public prometheus::Collectable {
   void config_loaded(double unix_seconds) noexcept;
   // A reload (SIGHUP) rejected: the previous configuration stays in force.
   void config_reload_failed() noexcept;
-  // Memory registered with the NIC (ibv_reg_mr and the backends' equivalents), and registrations refused.
+  // Memory registered with the NIC (ibv_reg_mr and the backends' equivalents). Every registration happens at
+  // start and a refused one stops it, before /metrics is up: so there is no count of refusals to export.
   void add_registered_bytes(std::uint64_t bytes) noexcept;
-  void registration_failed() noexcept;
   // eal.hugepages: auto found no usable hugepages and EAL runs with --no-huge.
   void set_hugepages_fallback(bool fallback) noexcept;
 
@@ -76,7 +75,6 @@ class GatewayState final : public prometheus::Collectable {
   std::atomic<bool> reload_ok_{true};
   std::atomic<double> reload_success_time_{0};
   std::atomic<std::uint64_t> registered_bytes_{0};
-  std::atomic<std::uint64_t> registration_failures_{0};
   std::atomic<bool> hugepages_fallback_{false};
 };
 

@@ -191,8 +191,6 @@ TEST(GatewayState, FamiliesNamesTypesAndLabels) {
   EXPECT_EQ(value(e, "rdmagate_config_last_reload_success_timestamp_seconds"), 1'700'000'000.25);
   EXPECT_EQ(e.types.at("rdmagate_memory_registered_bytes"), "gauge");
   EXPECT_EQ(value(e, "rdmagate_memory_registered_bytes"), 4096 + (1 << 20));
-  EXPECT_EQ(e.types.at("rdmagate_memory_registration_failures_total"), "counter");
-  EXPECT_EQ(value(e, "rdmagate_memory_registration_failures_total"), 0);
   EXPECT_EQ(e.types.at("rdmagate_hugepages_fallback"), "gauge");
   EXPECT_EQ(value(e, "rdmagate_hugepages_fallback"), 0);
   // Linux has VmPin in /proc/self/status; this test registers nothing, so it is small but present.
@@ -275,13 +273,10 @@ TEST(GatewayState, ReloadSuccessTransitions) {
   EXPECT_EQ(value(e, "rdmagate_config_last_reload_success_timestamp_seconds"), 2000.75);
 }
 
-TEST(GatewayState, RegistrationFailuresAndHugepageFallback) {
+TEST(GatewayState, HugepageFallback) {
   GatewayState s;
-  s.registration_failed();
-  s.registration_failed();
   s.set_hugepages_fallback(true);
   auto e = scrape(s);
-  EXPECT_EQ(value(e, "rdmagate_memory_registration_failures_total"), 2);
   EXPECT_EQ(value(e, "rdmagate_hugepages_fallback"), 1);
   EXPECT_EQ(value(e, "rdmagate_memory_registered_bytes"), 0);
   s.set_hugepages_fallback(false);
