@@ -176,7 +176,7 @@ variables = {v.get("name"): v for v in dash.get("templating", {}).get("list", []
 check(variables.get("DS_PROMETHEUS", {}).get("type") == "datasource"
       and variables["DS_PROMETHEUS"].get("query") == "prometheus",
       "dashboard has a Prometheus datasource variable DS_PROMETHEUS")
-for name in ("instance", "core"):
+for name in ("job", "node", "pod", "instance", "core"):
     check(variables.get(name, {}).get("type") == "query", f"dashboard has a query variable ${name}")
 
 exprs = []  # (where, expr)
