@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -102,11 +104,28 @@ inline bool spawn(Child* c, std::vector<std::string> args, const std::string& lo
 // ---- HTTP (plain socket; the guest has no HTTP client) -----------------------------------------------
 
 struct HttpReply {
-  int status = 0;  // 0: no connection
+  int status = 0;  // 0: no connection or no parsable answer
   std::string body;
 };
 
-inline HttpReply http_get(int port, const std::string& path) {
+// The body of a "Transfer-Encoding: chunked" answer, its chunks joined.
+inline std::string http_dechunk(const std::string& s) {
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < s.size()) {
+    const std::size_t eol = s.find("\r\n", pos);
+    if (eol == std::string::npos) break;
+    const std::size_t n = std::strtoul(s.c_str() + pos, nullptr, 16);
+    if (n == 0) break;
+    out.append(s, eol + 2, n);
+    pos = eol + 2 + n + 2;
+  }
+  return out;
+}
+
+// One GET to 127.0.0.1:port with "Connection: close", reading until the server closes or `timeout_s` passes
+// without data. The daemon answers with a length; Go's servers (Prometheus) may answer chunked.
+inline HttpReply http_get(int port, const std::string& path, int timeout_s = 10) {
   HttpReply r;
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return r;
@@ -114,7 +133,7 @@ inline HttpReply http_get(int port, const std::string& path) {
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<std::uint16_t>(port));
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{10, 0};
+  timeval tv{timeout_s, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
     close(fd);
@@ -126,17 +145,16 @@ inline HttpReply http_get(int port, const std::string& path) {
     return r;
   }
   std::string all;
-  char buf[8192];
-  for (;;) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
-    if (n <= 0) break;
-    all.append(buf, static_cast<std::size_t>(n));
-  }
+  char buf[16384];
+  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) all.append(buf, static_cast<std::size_t>(n));
   close(fd);
-  if (all.rfind("HTTP/1.1 ", 0) != 0 || all.size() < 12) return r;
+  const std::size_t head_end = all.find("\r\n\r\n");
+  if (all.rfind("HTTP/1.", 0) != 0 || all.size() < 12 || head_end == std::string::npos) return r;
   r.status = std::atoi(all.c_str() + 9);
-  const auto body = all.find("\r\n\r\n");
-  if (body != std::string::npos) r.body = all.substr(body + 4);
+  std::string head = all.substr(0, head_end);
+  std::transform(head.begin(), head.end(), head.begin(), [](unsigned char c) { return std::tolower(c); });
+  r.body = all.substr(head_end + 4);
+  if (head.find("transfer-encoding: chunked") != std::string::npos) r.body = http_dechunk(r.body);
   return r;
 }
 

@@ -74,6 +74,8 @@ using rdmagate::testfix::num;
 using rdmagate::testfix::read_status;
 using rdmagate::testfix::rxe_addr;
 using rdmagate::testfix::proc::Child;
+using rdmagate::testfix::proc::http_get;
+using rdmagate::testfix::proc::HttpReply;
 using rdmagate::testfix::proc::read_file;
 using rdmagate::testfix::proc::spawn;
 using rdmagate::testfix::proc::wait_for;
@@ -111,59 +113,6 @@ int g_prom_port = 29500;
 
 // ---- HTTP over loopback ----------------------------------------------------------------------------------
 
-struct Reply {
-  int status = 0;  // 0: no connection or no parsable answer
-  std::string body;
-};
-
-std::string dechunk(const std::string& s) {
-  std::string out;
-  std::size_t pos = 0;
-  while (pos < s.size()) {
-    const std::size_t eol = s.find("\r\n", pos);
-    if (eol == std::string::npos) break;
-    const std::size_t n = std::strtoul(s.c_str() + pos, nullptr, 16);
-    if (n == 0) break;
-    out.append(s, eol + 2, n);
-    pos = eol + 2 + n + 2;
-  }
-  return out;
-}
-
-// One GET with "Connection: close"; Go's server may answer chunked.
-Reply http_get(int port, const std::string& path) {
-  Reply r;
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return r;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<std::uint16_t>(port));
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{30, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    close(fd);
-    return r;
-  }
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
-    close(fd);
-    return r;
-  }
-  std::string all;
-  char buf[16384];
-  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) all.append(buf, static_cast<std::size_t>(n));
-  close(fd);
-  const std::size_t head_end = all.find("\r\n\r\n");
-  if (all.rfind("HTTP/1.", 0) != 0 || head_end == std::string::npos) return r;
-  r.status = std::atoi(all.c_str() + 9);
-  std::string head = all.substr(0, head_end);
-  std::transform(head.begin(), head.end(), head.begin(), [](unsigned char c) { return std::tolower(c); });
-  r.body = all.substr(head_end + 4);
-  if (head.find("transfer-encoding: chunked") != std::string::npos) r.body = dechunk(r.body);
-  return r;
-}
-
 std::string url_encode(const std::string& s) {
   std::string out;
   for (const unsigned char c : s) {
@@ -194,7 +143,7 @@ struct QueryResult {
 
 QueryResult api(const std::string& path, const std::string& params) {
   QueryResult q;
-  const Reply r = http_get(g_prom_port, params.empty() ? path : path + "?" + params);
+  const HttpReply r = http_get(g_prom_port, params.empty() ? path : path + "?" + params, 30);
   if (r.status == 0) {
     q.error = "no answer from Prometheus on port " + std::to_string(g_prom_port);
     return q;
@@ -648,7 +597,7 @@ TEST(PrometheusScrape, DashboardAndRuleQueriesAgainstARealScrape) {
 
   // The gateway's exposition passes promtool's lint.
   const std::string metrics_file = out_dir + "/prometheus_scrape_metrics.txt";
-  const Reply metrics = http_get(g_http_port, "/metrics");
+  const HttpReply metrics = http_get(g_http_port, "/metrics");
   ASSERT_EQ(metrics.status, 200);
   write_file(metrics_file, metrics.body);
   std::string lint;
