@@ -51,7 +51,7 @@
 
 #ifdef RDMAGATE_DAEMON_TEST_CLIENT
 #include "client/client.hpp"
-#include "dataplane/eal_runtime.hpp"
+#include "tests/rdma/client_process.hpp"
 #endif
 
 extern char** environ;
@@ -659,29 +659,10 @@ TEST(GatewayDaemon, WatchdogWithheldWhileTheCoreIsFrozen) {
 int objects_main(int argc, char** argv) {
   using namespace rdmagate;
   if (argc != 4) return 2;
-  dataplane::EalOptions eo;
-  eo.program_name = "objects";
-  eo.lcores = "0@1,1@0";
-  eo.hugepages = dataplane::HugepagePolicy::kNever;
-  eo.memory_mb = 192;
-  std::string err;
-  auto eal = dataplane::EalRuntime::init(eo, &err);
-  if (!eal) {
-    std::fprintf(stderr, "objects: %s\n", err.c_str());
-    return 1;
-  }
-  client::ClientConfig cc;
-  cc.gateways = {{argv[1], static_cast<std::uint16_t>(std::atoi(argv[2]))}};
-  cc.device = control::device_name_from_env();
-  cc.cores = 1;
-  cc.lcores = {1};
-  cc.yield_when_idle = true;
-  cc.pool_bytes = 8u << 20;
-  auto cl = client::Client::create(cc, &err);
-  if (!cl || !cl->wait_connected(30s)) {
-    std::fprintf(stderr, "objects: %s\n", cl ? "not connected" : err.c_str());
-    return 1;
-  }
+  auto eal = testfix::proc::client_eal("objects", "0@1,1@0", 192);
+  if (!eal) return 1;
+  auto cl = testfix::proc::connect_client("objects", argv[1], std::atoi(argv[2]), 1);
+  if (!cl) return 1;
   constexpr std::size_t kSmall = 100, kBig = 64 * 1024;
   std::uint64_t puts = 0, gets = 0, dels = 0, errors = 0, mismatches = 0;
   const auto fill = [](std::byte* p, std::size_t n, unsigned seed) {

@@ -58,6 +58,7 @@
 #include "client/client.hpp"
 #include "control/rdma_device.hpp"
 #include "dataplane/eal_runtime.hpp"
+#include "tests/rdma/client_process.hpp"
 #include "tests/rdma/daemon_process.hpp"
 #include "tests/rdma/promql_selectors.hpp"
 #include "tests/rdma/rdma_test_main.hpp"
@@ -654,30 +655,10 @@ int load_main(int argc, char** argv) {
   using namespace rdmagate;
   using client::Status;
   if (argc != 5) return 2;
-  dataplane::EalOptions eo;
-  eo.program_name = "load";
-  eo.lcores = "0@1,1@0";
-  eo.hugepages = dataplane::HugepagePolicy::kNever;
-  eo.memory_mb = 192;
-  std::string err;
-  auto eal = dataplane::EalRuntime::init(eo, &err);
-  if (!eal) {
-    std::fprintf(stderr, "load: %s\n", err.c_str());
-    return 1;
-  }
-  client::ClientConfig cc;
-  cc.gateways = {{argv[1], static_cast<std::uint16_t>(std::atoi(argv[2]))}};
-  cc.device = control::device_name_from_env();
-  cc.cores = 1;
-  cc.lcores = {1};
-  cc.yield_when_idle = true;
-  cc.pool_bytes = 8u << 20;
-  cc.request_timeout = 20s;
-  auto cl = client::Client::create(cc, &err);
-  if (!cl || !cl->wait_connected(30s)) {
-    std::fprintf(stderr, "load: %s\n", cl ? "not connected" : err.c_str());
-    return 1;
-  }
+  auto eal = testfix::proc::client_eal("load", "0@1,1@0", 192);
+  if (!eal) return 1;
+  auto cl = testfix::proc::connect_client("load", argv[1], std::atoi(argv[2]), 1);
+  if (!cl) return 1;
   constexpr std::size_t kSmall = 100, kBig = 64 * 1024;
   std::uint64_t ops = 0, puts = 0, gets = 0, dels = 0, not_found = 0, errors = 0, mismatches = 0;
   const auto fill = [](std::byte* p, std::size_t n, std::uint64_t seed) {

@@ -20,6 +20,7 @@
 #include "client/client.hpp"
 #include "control/rdma_device.hpp"
 #include "dataplane/eal_runtime.hpp"
+#include "tests/rdma/client_process.hpp"
 #include "tests/rdma/daemon_process.hpp"
 #include "tests/rdma/rdma_test_main.hpp"
 #include "tests/rdma/status_file.hpp"
@@ -97,21 +98,7 @@ std::vector<std::byte> value_of(const std::string& key, std::uint64_t version, s
 }
 
 std::unique_ptr<rdmagate::client::Client> connect_client(int port, unsigned lcore) {
-  rdmagate::client::ClientConfig cc;
-  cc.gateways = {{rxe_addr(), static_cast<std::uint16_t>(port)}};
-  cc.device = rdmagate::control::device_name_from_env();
-  cc.cores = 1;
-  cc.lcores = {lcore};
-  cc.yield_when_idle = true;
-  cc.pool_bytes = 8u << 20;
-  cc.request_timeout = 20s;
-  std::string err;
-  auto cl = rdmagate::client::Client::create(cc, &err);
-  if (!cl || !cl->wait_connected(30s)) {
-    std::fprintf(stderr, "client: %s\n", cl ? "not connected" : err.c_str());
-    return nullptr;
-  }
-  return cl;
+  return rdmagate::testfix::proc::connect_client("client", rxe_addr(), port, lcore);
 }
 
 // "client coherence PORT_A PORT_B ROUNDS STATUS": writes alternate between the gateways, every write is read
@@ -222,17 +209,8 @@ int verify(rdmagate::client::Client& c, const char* acks, const char* status) {
 
 int client_main(int argc, char** argv) {
   if (argc < 3) return 2;
-  rdmagate::dataplane::EalOptions eo;
-  eo.program_name = "rados_client";
-  eo.lcores = "0@1,1@0,2@1";
-  eo.hugepages = rdmagate::dataplane::HugepagePolicy::kNever;
-  eo.memory_mb = 256;
-  std::string err;
-  auto eal = rdmagate::dataplane::EalRuntime::init(eo, &err);
-  if (!eal) {
-    std::fprintf(stderr, "client: %s\n", err.c_str());
-    return 1;
-  }
+  auto eal = rdmagate::testfix::proc::client_eal("rados_client", "0@1,1@0,2@1", 256);
+  if (!eal) return 1;
   const std::string mode = argv[1];
   int rc = 2;
   if (mode == "coherence" && argc == 6) {
