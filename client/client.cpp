@@ -765,5 +765,9 @@ Result Client::del(std::string_view key) {
 std::uint32_t Client::max_inline_put(std::size_t key_len) const { return impl_->max_inline_put(key_len); }
 std::uint32_t Client::max_inline_get() const { return impl_->max_inline_get(); }
 ClientStats Client::stats() const { return impl_->stats(); }
+// Interim (every mode still runs as kEalLcores until the no-EAL progress modes land): nothing to poll.
+unsigned Client::progress() { return 0; }
+int Client::event_fd() const { return -1; }
+Status Client::arm() { return Status::kOk; }
 
 }  // namespace rdmagate::client

@@ -76,8 +76,18 @@ struct Endpoint {
   std::uint16_t port = 7471;
 };
 
+// How the client's data-plane core runs (chosen at create(), never switched on the data path).
+enum class Progress : std::uint8_t {
+  kCaller = 1,     // default: no EAL, no hugepages, no pinned lcores; progress runs on the caller's thread
+  kThread = 2,     // no EAL: one internal, unpinned progress thread runs completions and callbacks
+  kEalLcores = 3,  // EAL, hugepage pool, pinned polling lcores (cores, lcores, eal_args): for high-rate clients
+};
+
 struct ClientConfig {
   std::vector<Endpoint> gateways;
+  // kCaller and kThread run exactly one core (`cores` must be 1) on ordinary memory and ignore the EAL
+  // fields below; kEalLcores uses them all.
+  Progress progress = Progress::kCaller;
   std::string device;                    // ibv device name; empty: the only device
   // EAL: used only when the process has not initialised EAL yet.
   std::vector<std::string> eal_args;     // e.g. {"--lcores=0@0,1@1", "--in-memory", "--no-huge"}; empty: derived
@@ -151,6 +161,16 @@ class Client {
   std::uint32_t max_inline_get() const;
 
   ClientStats stats() const;
+
+  // kCaller: polls the core once (completions, their callbacks, submissions) and returns the completions
+  // run; sync calls call it themselves. 0 in the other modes (their own threads progress).
+  unsigned progress();
+  // kCaller: a file descriptor that becomes readable when progress() has work (completions, a connection
+  // handed over or back, a request deadline). -1 in the other modes. Never read it; call arm() again.
+  int event_fd() const;
+  // kCaller: kOk = armed, safe to sleep on event_fd() (poll/epoll for readability); kBusy = work is pending,
+  // call progress() first (the ucp_worker_arm pattern). kOk in the other modes.
+  Status arm();
 
  private:
   explicit Client(std::unique_ptr<ClientImpl> impl);
