@@ -47,7 +47,6 @@ class Table {
   std::size_t pick_hash(std::uint64_t key_hash) const noexcept;
 
   std::size_t size() const noexcept { return hashes_.size(); }
-  const std::string& identity(std::size_t i) const { return identities_[i]; }
 
  private:
   std::vector<std::string> identities_;
