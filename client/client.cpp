@@ -10,6 +10,8 @@
 #include <rte_malloc.h>
 #include <rte_pause.h>
 #include <rte_ring.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,9 +27,11 @@
 
 #include "client/object_client_service.hpp"
 #include "control/engine.hpp"
+#include "dataplane/backend/backend_factory.hpp"
+#include "dataplane/doorbell.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/huge_buffer.hpp"
-#include "dataplane/backend/backend_factory.hpp"
+#include "dataplane/tsc.hpp"
 #include "protocol/object_wire.hpp"
 
 namespace rdmagate::client {
@@ -60,6 +64,9 @@ namespace {
 
 std::atomic<std::uint64_t> g_next_client_id{1};
 
+// The CPU the gateway's shipped configuration polls on (conf/rdmagate.yaml dataplane.cores: [1]).
+constexpr unsigned kGatewayDefaultCpu = 1;
+
 // EAL belongs to the process: once initialised here it stays up until exit (it cannot be initialised twice,
 // not even after rte_eal_cleanup), so a later client in the same process reuses it.
 std::mutex g_eal_mu;
@@ -85,16 +92,23 @@ bool ensure_eal(const ClientConfig& cfg, std::string* error) {
     }
     return true;
   }
-  // Derived: lcore 0 (the caller's thread) plus one lcore per data-plane core, spread over the CPUs.
+  // Derived: lcore 0 (the caller's thread) on CPU 0, and the data-plane lcores on the highest CPUs, never on
+  // CPU kGatewayDefaultCpu (the gateway's shipped default data-plane core, conf/rdmagate.yaml
+  // dataplane.cores [1]): a client polling on the gateway's polling CPU halves both on a small machine (echo
+  // p50 349 us instead of 34 us in the 2-vCPU guest). With 2 CPUs they share CPU 0 with the client's main
+  // lcore and the gateway's control thread, which sleep.
   unsigned top = cfg.cores;
   for (unsigned l : cfg.lcores) top = std::max(top, l);
   const unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<unsigned> cpus;
+  for (unsigned c = ncpu; c-- > 0;) {
+    if (c != kGatewayDefaultCpu || ncpu == 1) cpus.push_back(c);
+  }
   dataplane::EalOptions opts;
   opts.program_name = "rdmagate-client";
-  opts.lcores.clear();
-  for (unsigned l = 0; l <= top; ++l) {
-    if (!opts.lcores.empty()) opts.lcores += ",";
-    opts.lcores += std::to_string(l) + "@" + std::to_string(l % ncpu);
+  opts.lcores = "0@0";
+  for (unsigned l = 1; l <= top; ++l) {
+    opts.lcores += "," + std::to_string(l) + "@" + std::to_string(cpus[(l - 1) % cpus.size()]);
   }
   opts.main_lcore = 0;
   auto eal = dataplane::EalRuntime::init(opts, error);
@@ -116,11 +130,19 @@ void sync_done(void* arg, const Result& r) {
   w->done.store(true, std::memory_order_release);
 }
 
-// A ring of descriptor pointers holding up to `count` entries. The name carries the client's id: rte_ring
-// names are process-global.
-rte_ring* make_ring(const std::string& name, std::uint32_t count, unsigned flags, std::string* error) {
-  rte_ring* r = rte_ring_create(name.c_str(), count, SOCKET_ID_ANY, flags | RING_F_EXACT_SZ);
-  if (r == nullptr) *error = "rte_ring_create " + name + ": " + rte_strerror(rte_errno);
+// A ring of descriptor pointers holding up to `count` entries, formatted with rte_ring_init in ordinary
+// memory (`mem` keeps it): no EAL and no memzone needed, in every progress mode.
+rte_ring* make_ring(const char* name, std::uint32_t count, unsigned flags, dataplane::HugeBuffer* mem,
+                    std::string* error) {
+  const ssize_t bytes = rte_ring_get_memsize(rte_align32pow2(count + 1));
+  if (bytes < 0) return *error = std::string("client: ring ") + name + ": bad size", nullptr;
+  *mem = dataplane::HugeBuffer::allocate(static_cast<std::size_t>(bytes), -1, RTE_CACHE_LINE_SIZE, error,
+                                         dataplane::HugeBufferKind::kHeap);
+  if (!*mem) return nullptr;
+  auto* r = static_cast<rte_ring*>(mem->data());
+  if (const int rc = rte_ring_init(r, name, count, flags | RING_F_EXACT_SZ); rc != 0) {
+    return *error = std::string("client: rte_ring_init ") + name + ": " + std::strerror(-rc), nullptr;
+  }
   return r;
 }
 
@@ -139,7 +161,11 @@ constexpr std::size_t kPoolAlign = 64;
 
 class ClientImpl {
  public:
-  explicit ClientImpl(const ClientConfig& cfg) : cfg_(cfg), id_(g_next_client_id.fetch_add(1)) {}
+  explicit ClientImpl(const ClientConfig& cfg)
+      : cfg_(cfg),
+        id_(g_next_client_id.fetch_add(1)),
+        mode_(cfg.progress),
+        owner_driven_(cfg.progress == Progress::kCaller || cfg.progress == Progress::kThread) {}
   ~ClientImpl();
 
   bool start(std::string* error);
@@ -158,7 +184,21 @@ class ClientImpl {
   }
   ClientStats stats() const;
 
+  // Progress (client.hpp). progress_turn and arm_st serve both owner-driven modes: the caller's thread in
+  // kCaller, the progress thread in kThread.
+  unsigned progress();
+  int event_fd() const { return mode_ == Progress::kCaller ? efd_ : -1; }
+  Status arm() { return mode_ == Progress::kCaller ? arm_st() : Status::kOk; }
+
  private:
+  unsigned progress_turn();
+  Status arm_st();
+  // Woken (or about to poll after an arm): disarms the bell, takes the CQ events, reads the timer.
+  void disarm_st();
+  // Sleeps on efd_ up to timeout_ms (-1: no limit) if arm_st allows it.
+  void sleep_st(int timeout_ms);
+  void progress_thread_main();
+
   struct RegEntry {
     std::uintptr_t end = 0;
     ibv_mr* mr = nullptr;
@@ -181,12 +221,15 @@ class ClientImpl {
 
   ClientConfig cfg_;
   const std::uint64_t id_;
+  const Progress mode_;
+  const bool owner_driven_;  // kCaller or kThread: the engine's one core is driven by progress_turn
   unsigned cores_ = 1;
   std::uint64_t tsc_hz_ = 1;
   std::unique_ptr<control::Engine> engine_;
   std::vector<std::unique_ptr<ObjectClientService>> services_;
   std::vector<rte_ring*> submit_rings_;
   rte_ring* free_ring_ = nullptr;
+  std::vector<dataplane::HugeBuffer> ring_mem_;
   std::vector<RequestDesc> descs_;
   std::uint32_t pool_size_ = 0;
 
@@ -195,6 +238,19 @@ class ClientImpl {
   std::vector<std::uint64_t> conn_ids_;
   std::vector<std::uint32_t> conn_gateway_, conn_core_;
   std::unique_ptr<std::atomic<bool>[]> close_request_;
+
+  // Owner-driven progress: the core's doorbell (control's commands; submissions from other threads), the
+  // timer for request deadlines, and the epoll fd over them and the CQ's completion channel (event_fd()).
+  dataplane::CoreRunner* runner_ = nullptr;
+  ibv_cq* armable_cq_ = nullptr;
+  dataplane::Doorbell core_bell_;
+  int timerfd_ = -1;
+  int efd_ = -1;
+  bool armed_ = false;      // arm_st ran and nothing has disarmed since
+  bool timers_due_ = false;  // the deadline timer fired: the service's timeout scan runs at the next turn
+  bool in_progress_ = false;  // a progress turn (and so maybe a callback) is running on this thread
+  std::thread progress_thread_;  // kThread
+  std::atomic<bool> stop_progress_{false};
 
   // Control thread and teardown.
   std::thread control_;
@@ -242,19 +298,28 @@ bool ClientImpl::start(std::string* error) {
   if (c.max_message < protocol::kMinMessageSize || c.max_message > protocol::kMaxMessageSizeCap) {
     return *error = "client: max_message outside 64..1 MiB", false;
   }
-  if (!c.lcores.empty() && c.lcores.size() != c.cores) {
+  if (mode_ != Progress::kCaller && mode_ != Progress::kThread && mode_ != Progress::kEalLcores) {
+    return *error = "client: progress must be kCaller, kThread or kEalLcores", false;
+  }
+  if (owner_driven_ && c.cores != 1) {
+    return *error = "client: progress kCaller and kThread run exactly one core (cores must be 1; kEalLcores for more)",
+           false;
+  }
+  if (!owner_driven_ && !c.lcores.empty() && c.lcores.size() != c.cores) {
     return *error = "client: lcores names " + std::to_string(c.lcores.size()) + " lcores for " +
                     std::to_string(c.cores) + " cores", false;
   }
   cores_ = c.cores;
   const long pg = sysconf(_SC_PAGESIZE);
   page_ = pg > 0 ? static_cast<std::uintptr_t>(pg) : 4096;
-  if (!ensure_eal(c, error)) return false;
-  tsc_hz_ = rte_get_tsc_hz() != 0 ? rte_get_tsc_hz() : 1'000'000'000ull;
+  if (!owner_driven_ && !ensure_eal(c, error)) return false;
+  tsc_hz_ = dataplane::tsc_hz();
   min_message_.store(c.max_message, std::memory_order_release);
 
   std::vector<unsigned> lcores = c.lcores;
-  if (lcores.empty()) {
+  if (owner_driven_) {
+    lcores.assign(1, 0);  // names no lcore: nothing is launched
+  } else if (lcores.empty()) {
     unsigned l;
     RTE_LCORE_FOREACH_WORKER(l) {
       if (lcores.size() == c.cores) break;
@@ -275,6 +340,16 @@ bool ClientImpl::start(std::string* error) {
   ec.name = "client";
   ec.device = c.device;
   ec.passive = false;
+  // Every mode's control thread sleeps until rdma_cm, a core's reply or a timer needs it.
+  ec.sleep_when_idle = true;
+  if (owner_driven_) {
+    ec.driver = control::CoreDriver::kOwner;
+    // The core sleeps on its CQ's completion channel: the verbs backend's CQs can be armed (mlx5 direct
+    // polling never moves the consumer index that arming reads).
+    ec.backend = "verbs";
+  }
+  const dataplane::HugeBufferKind memory =
+      owner_driven_ ? dataplane::HugeBufferKind::kAnonymous : dataplane::HugeBufferKind::kMalloc;
   for (unsigned i = 0; i < c.cores; ++i) {
     dataplane::CoreConfig cc;
     cc.lcore = lcores[i];
@@ -285,6 +360,7 @@ bool ClientImpl::start(std::string* error) {
     cc.idle = c.yield_when_idle ? dataplane::IdlePolicy::kYield : dataplane::IdlePolicy::kBusy;
     cc.idle_yield_after = 64;
     cc.bulk_bytes_per_conn = 0;  // chunks name the caller's memory; the client has no bounce buffer
+    cc.memory = memory;
     ec.cores.push_back(cc);
   }
   ec.local.params = protocol::ConnParams{c.queue_depth, c.max_message, protocol::kMaxFragments, 0xffffffffu};
@@ -295,7 +371,7 @@ bool ClientImpl::start(std::string* error) {
   if (!engine_) return false;
 
   if (c.pool_bytes != 0) {
-    pool_ = dataplane::HugeBuffer::allocate(c.pool_bytes, -1, 4096, error);
+    pool_ = dataplane::HugeBuffer::allocate(c.pool_bytes, -1, 4096, error, memory);
     if (!pool_) return *error = "client: buffer pool: " + *error, false;
     pool_mr_ = ibv_reg_mr(engine_->pd(), pool_.data(), pool_.size(),
                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
@@ -306,13 +382,14 @@ bool ClientImpl::start(std::string* error) {
   // Descriptors: enough for every connection's table twice over (the rest wait in the FIFOs).
   pool_size_ = std::max<std::uint32_t>(1024, 2 * conns * c.max_inflight_per_conn);
   descs_ = std::vector<RequestDesc>(pool_size_);
-  free_ring_ = make_ring("rgc" + std::to_string(id_) + "_free", pool_size_, 0, error);
+  ring_mem_.resize(1 + c.cores);
+  free_ring_ = make_ring("rgc_free", pool_size_, 0, &ring_mem_[0], error);
   if (free_ring_ == nullptr) return false;
   for (RequestDesc& d : descs_) {
     if (rte_ring_mp_enqueue(free_ring_, &d) != 0) return *error = "client: free ring too small", false;
   }
   for (unsigned i = 0; i < c.cores; ++i) {
-    rte_ring* r = make_ring("rgc" + std::to_string(id_) + "_s" + std::to_string(i), pool_size_, RING_F_SC_DEQ, error);
+    rte_ring* r = make_ring("rgc_submit", pool_size_, RING_F_SC_DEQ, &ring_mem_[1 + i], error);
     if (r == nullptr) return false;
     submit_rings_.push_back(r);
   }
@@ -333,6 +410,8 @@ bool ClientImpl::start(std::string* error) {
     s.max_inflight_per_conn = c.max_inflight_per_conn;
     s.timeout_tsc = static_cast<std::uint64_t>(c.request_timeout.count()) * tsc_hz_ / 1000;
     s.shutdown = &svc_shutdown_;
+    s.wake_control = [](void* e) noexcept { static_cast<control::Engine*>(e)->wake(); };
+    s.wake_control_arg = engine_.get();
   }
   for (std::uint32_t g = 0; g < c.gateways.size(); ++g) {
     for (std::uint32_t j = 0; j < per_gateway_; ++j) {
@@ -353,14 +432,106 @@ bool ClientImpl::start(std::string* error) {
     runners.push_back(dataplane::make_core_runner(engine_->backend_kind(), engine_->core(i), *services_.back()));
   }
   if (!engine_->launch_cores(std::move(runners), error)) return false;
+  if (owner_driven_) {
+    runner_ = &engine_->runner(0);
+    armable_cq_ = engine_->core(0).cq().armable;
+    engine_->core(0).control_mailbox().set_wake(&core_bell_);
+    timerfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    efd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (armable_cq_ == nullptr || !core_bell_.valid() || timerfd_ < 0 || efd_ < 0) {
+      return *error = std::string("client: event fd setup: ") + std::strerror(errno), false;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    int rc = epoll_ctl(efd_, EPOLL_CTL_ADD, engine_->cq_channel()->fd, &ev);
+    rc |= epoll_ctl(efd_, EPOLL_CTL_ADD, core_bell_.fd(), &ev);
+    rc |= epoll_ctl(efd_, EPOLL_CTL_ADD, timerfd_, &ev);
+    if (rc != 0) return *error = std::string("client: epoll_ctl: ") + std::strerror(errno), false;
+    if (mode_ == Progress::kThread) progress_thread_ = std::thread([this] { progress_thread_main(); });
+  }
   control_ = std::thread([this] { control_main(); });
   return true;
+}
+
+// ---- owner-driven progress --------------------------------------------------------------------------------
+
+unsigned ClientImpl::progress_turn() {
+  if (in_progress_) return 0;  // from a callback: the turn that runs it is not finished
+  in_progress_ = true;
+  if (armed_) disarm_st();
+  ObjectClientService& svc = *services_[0];
+  const std::uint64_t before = svc.counters().completed.load(std::memory_order_relaxed);
+  runner_->progress_st();
+  if (timers_due_) {
+    timers_due_ = false;
+    svc.run_timers_st();
+  }
+  in_progress_ = false;
+  return static_cast<unsigned>(svc.counters().completed.load(std::memory_order_relaxed) - before);
+}
+
+unsigned ClientImpl::progress() { return mode_ == Progress::kCaller ? progress_turn() : 0; }
+
+void ClientImpl::disarm_st() {
+  armed_ = false;
+  core_bell_.disarm();
+  // Every CQ event is acknowledged (ibv_destroy_cq waits for them); the CQ stays disarmed until arm_st.
+  ibv_cq* cq = nullptr;
+  void* ctx = nullptr;
+  while (ibv_get_cq_event(engine_->cq_channel(), &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
+  std::uint64_t ticks = 0;
+  if (read(timerfd_, &ticks, sizeof(ticks)) == static_cast<ssize_t>(sizeof(ticks))) timers_due_ = true;
+}
+
+Status ClientImpl::arm_st() {
+  if (in_progress_) return Status::kBusy;  // from a callback: the turn must finish first
+  // Wakeups first, then the last look: anything that arrives after the look rings the bell or raises a CQ
+  // event; anything before it is found by the look.
+  armed_ = true;
+  core_bell_.arm();
+  if (ibv_req_notify_cq(armable_cq_, 0) != 0) return Status::kBusy;
+  ObjectClientService& svc = *services_[0];
+  const bool idle = !timers_due_ && runner_->idle_for_sleep_st() && !svc.submissions_waiting_st();
+  // Request deadlines: while requests are open the timer fires every request_timeout / 8 (at least 1 ms),
+  // so a timeout is seen at most that late; with nothing open it is off and an idle client never wakes.
+  itimerspec its{};
+  if (idle && svc.requests_open_st()) {
+    const auto period = std::max<std::chrono::nanoseconds>(std::chrono::milliseconds(1), cfg_.request_timeout / 8);
+    its.it_value.tv_sec = static_cast<time_t>(period.count() / 1'000'000'000);
+    its.it_value.tv_nsec = static_cast<long>(period.count() % 1'000'000'000);
+  }
+  timerfd_settime(timerfd_, 0, &its, nullptr);
+  return idle ? Status::kOk : Status::kBusy;
+}
+
+void ClientImpl::sleep_st(int timeout_ms) {
+  if (arm_st() != Status::kOk) return;
+  epoll_event ev{};
+  epoll_wait(efd_, &ev, 1, timeout_ms);
+}
+
+void ClientImpl::progress_thread_main() {
+  // Poll while there is traffic; after a run of empty turns, sleep on the event fd (an idle client costs
+  // no CPU). The run is short: a turn is well under a microsecond, and the request that ends a sleep pays
+  // one wakeup.
+  constexpr unsigned kSpinTurns = 256;
+  unsigned empty = 0;
+  while (!stop_progress_.load(std::memory_order_acquire)) {
+    if (progress_turn() != 0) {
+      empty = 0;
+      continue;
+    }
+    if (++empty < kSpinTurns) continue;
+    empty = 0;
+    sleep_st(-1);
+  }
 }
 
 void ClientImpl::control_main() {
   bool begun = false;
   while (!stop_control_.load(std::memory_order_acquire)) {
-    engine_->poll_st(1);
+    // Sleeps until rdma_cm, a core's reply, a timer or wake() (close requests, teardown) needs it.
+    engine_->poll_st(-1);
     for (std::size_t i = 0; i < conn_ids_.size(); ++i) {
       if (close_request_[i].exchange(false, std::memory_order_acq_rel)) {
         engine_->close_st(conn_ids_[i], dataplane::CloseReason::kLocal);
@@ -400,13 +571,27 @@ ClientImpl::~ClientImpl() {
   svc_shutdown_.store(true, std::memory_order_release);
   if (control_.joinable()) {
     phase_.store(1, std::memory_order_release);
+    engine_->wake();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (phase_.load(std::memory_order_acquire) != 2 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      // kCaller: nobody else turns the core, and the closes need it (CLOSE in, CLOSED out).
+      if (mode_ == Progress::kCaller && runner_ != nullptr) {
+        progress_turn();
+        sleep_st(1);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
     }
     stop_control_.store(true, std::memory_order_release);
+    engine_->wake();
     control_.join();
   }
+  if (progress_thread_.joinable()) {
+    stop_progress_.store(true, std::memory_order_release);
+    core_bell_.ring();
+    progress_thread_.join();
+  }
+  if (runner_ != nullptr) disarm_st();  // every CQ event read is acknowledged before the CQ goes
   if (engine_) engine_->stop_cores_st();
   // The cores have stopped: whatever a core still held (a connection that did not close in time, a
   // submission that raced the shutdown) fails here, on this thread.
@@ -420,8 +605,8 @@ ClientImpl::~ClientImpl() {
   pool_mr_ = nullptr;
   engine_.reset();  // QPs, CQs, PD
   services_.clear();
-  for (rte_ring* r : submit_rings_) rte_ring_free(r);
-  if (free_ring_ != nullptr) rte_ring_free(free_ring_);
+  if (timerfd_ >= 0) close(timerfd_);
+  if (efd_ >= 0) close(efd_);
   pool_.reset();
 }
 
@@ -433,7 +618,13 @@ bool ClientImpl::wait_connected(std::chrono::milliseconds timeout) {
     for (std::size_t i = 0; all && i < pairs; ++i) all = up_[i].load(std::memory_order_acquire);
     if (all) return true;
     if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (mode_ == Progress::kCaller) {
+      // The connection reaches the core through its ring (ADOPT): this thread is the core.
+      progress_turn();
+      sleep_st(1);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
 }
 
@@ -612,12 +803,14 @@ Status ClientImpl::submit(protocol::ObjectOp op, std::string_view key, void* buf
       (op == protocol::ObjectOp::kPut && size > protocol::max_inline_put_value(msg, key.size())) ||
       (op == protocol::ObjectOp::kGet && size > protocol::max_inline_get_value(msg));
   // A callback on one of our cores: its keys come from the core's cache, and the descriptor skips the ring.
-  ObjectClientService* const core = ObjectClientService::current(id_);
+  // kCaller: this thread is the core (callback or not), and may register.
+  ObjectClientService* const core = mode_ == Progress::kCaller ? services_[0].get() : ObjectClientService::current(id_);
   std::uint32_t lkey = 0, rkey = 0;
   if (chunk) {
     const bool writable = op == protocol::ObjectOp::kGet;
-    const Status st = core != nullptr ? core_keys_for(*core, buf, size, writable, &lkey, &rkey)
-                                      : keys_for(buf, size, writable, &lkey, &rkey);
+    const Status st = core != nullptr && mode_ != Progress::kCaller
+                          ? core_keys_for(*core, buf, size, writable, &lkey, &rkey)
+                          : keys_for(buf, size, writable, &lkey, &rkey);
     if (st != Status::kOk) return st;
   }
   void* slot = nullptr;
@@ -654,12 +847,13 @@ Status ClientImpl::submit(protocol::ObjectOp op, std::string_view key, void* buf
     busy_.fetch_add(1, std::memory_order_relaxed);
     return Status::kBusy;
   }
+  core_bell_.ring();  // kThread: the progress thread may sleep (one relaxed load when it does not)
   return Status::kOk;
 }
 
 Result ClientImpl::submit_sync(protocol::ObjectOp op, std::string_view key, void* buf, std::size_t size) {
   Result r;
-  if (ObjectClientService::current(id_) != nullptr) {
+  if (mode_ == Progress::kCaller ? in_progress_ : ObjectClientService::current(id_) != nullptr) {
     r.status = Status::kBadRequest;  // on one of our cores the answer could never be polled: refuse
     return r;
   }
@@ -668,6 +862,16 @@ Result ClientImpl::submit_sync(protocol::ObjectOp op, std::string_view key, void
   if (st != Status::kOk) {
     r.status = st;
     return r;
+  }
+  if (mode_ == Progress::kCaller) {
+    // This thread is the core: turn it until the answer. Spin first (an inline answer takes microseconds),
+    // then sleep on the event fd between turns: a spinning caller would take the CPU it shares with the
+    // kernel's RDMA work (rxe) and the gateway.
+    constexpr unsigned kSpinTurns = 2048;
+    for (unsigned i = 0; !w.done.load(std::memory_order_acquire); ++i) {
+      if (progress_turn() == 0 && i >= kSpinTurns) sleep_st(-1);
+    }
+    return w.result;
   }
   // Spin briefly (a core with a CPU of its own answers in microseconds), yield a little, then sleep with
   // doubling naps (10 us .. 1 ms). A waiter that keeps yielding or waking every few microseconds steals the
@@ -765,9 +969,8 @@ Result Client::del(std::string_view key) {
 std::uint32_t Client::max_inline_put(std::size_t key_len) const { return impl_->max_inline_put(key_len); }
 std::uint32_t Client::max_inline_get() const { return impl_->max_inline_get(); }
 ClientStats Client::stats() const { return impl_->stats(); }
-// Interim (every mode still runs as kEalLcores until the no-EAL progress modes land): nothing to poll.
-unsigned Client::progress() { return 0; }
-int Client::event_fd() const { return -1; }
-Status Client::arm() { return Status::kOk; }
+unsigned Client::progress() { return impl_->progress(); }
+int Client::event_fd() const { return impl_->event_fd(); }
+Status Client::arm() { return impl_->arm(); }
 
 }  // namespace rdmagate::client

@@ -160,6 +160,9 @@ struct ServiceConfig {
   std::uint64_t timeout_tsc = 0;
   std::vector<ServiceConnSpec> conns;
   const std::atomic<bool>* shutdown = nullptr;  // the client is going away: fail everything with kShutdown
+  // Called after a close request is set, so a control thread that sleeps looks at it (Engine::wake).
+  void (*wake_control)(void* arg) noexcept = nullptr;
+  void* wake_control_arg = nullptr;
 };
 
 inline Status map_object_status(std::uint32_t s) noexcept {
@@ -317,6 +320,22 @@ class ObjectClientService {
     if (++polls_ % kTimerEvery == 0) [[unlikely]] timers_st();
     return sent;
   }
+
+  // ---- a core its owner drives and lets sleep (the client's kCaller / kThread modes), on the core's thread ----
+
+  // Submissions not yet taken: the core must run before its owner sleeps.
+  bool submissions_waiting_st() const noexcept { return direct_.count != 0 || rte_ring_count(cfg_.submit) != 0; }
+  // Requests accepted and not completed (in flight or parked): their timeouts need a timer while the owner
+  // sleeps.
+  bool requests_open_st() const noexcept {
+    if (pending_total_ != 0) return true;
+    for (std::uint32_t i = 0; i < slots_.size(); ++i) {
+      if (req_.inflight_st(i) != 0) return true;
+    }
+    return false;
+  }
+  // The timeout scan now (on_poll_st runs it every kTimerEvery polls, which a sleeping core may not reach).
+  void run_timers_st() noexcept { timers_st(); }
 
   // After the core stopped (client teardown, on the destroying thread): fail whatever is left.
   void fail_all_after_stop(Status why) noexcept {
@@ -479,6 +498,7 @@ class ObjectClientService {
         s.close_requested = true;
         bump(cnt_.close_requests);
         s.spec.close_request->store(true, std::memory_order_release);
+        if (cfg_.wake_control != nullptr) cfg_.wake_control(cfg_.wake_control_arg);
       }
     }
     for (std::uint32_t g = 0; g < pending_.size(); ++g) {

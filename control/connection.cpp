@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "control/engine.hpp"
+#include "dataplane/tsc.hpp"
 #include "protocol/handshake.hpp"
 #include "protocol/incarnation.hpp"
 
@@ -35,7 +36,7 @@ void Connection::set_session(const protocol::Session& s) noexcept {
   cc_.credit_cfg.queue_depth = s.params.queue_depth;
   // The engine's copy of the core config: set_timeouts_st (SIGHUP) updates its keepalive times.
   const dataplane::CoreConfig& core_cfg = eng_.cfg_.cores[static_cast<std::size_t>(core_ < 0 ? 0 : core_)];
-  const std::uint64_t hz = rte_get_tsc_hz();
+  const std::uint64_t hz = dataplane::tsc_hz();
   cc_.credit_cfg.keepalive_interval = dataplane::us_to_tsc(core_cfg.keepalive_us, hz);
   cc_.credit_cfg.dead_peer_timeout = dataplane::us_to_tsc(core_cfg.dead_peer_us, hz);
 }

@@ -29,6 +29,7 @@ constexpr std::uint64_t kTagChannel = 1;
 constexpr std::uint64_t kTagAsync = 2;
 constexpr std::uint64_t kTagTimer = 3;
 constexpr std::uint64_t kTagAsyncInbox = 4;
+constexpr std::uint64_t kTagReplyBell = 5;
 
 bool set_nonblock(int fd) {
   const int fl = fcntl(fd, F_GETFL);
@@ -156,8 +157,17 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, std::string* err
     *error = cfg.name + ": " + *error;
     return nullptr;
   }
+  const bool owner_driven = cfg.driver == CoreDriver::kOwner;
+  if (owner_driven) {
+    e->cq_channel_ = ibv_create_comp_channel(e->device_->context());
+    if (e->cq_channel_ == nullptr || !set_nonblock(e->cq_channel_->fd)) {
+      *error = cfg.name + ": ibv_create_comp_channel: " + std::strerror(errno);
+      return nullptr;
+    }
+  }
   for (std::size_t i = 0; i < cfg.cores.size(); ++i) {
     dataplane::CoreConfig cc = cfg.cores[i];
+    if (owner_driven) cc.cq_channel = e->cq_channel_;
     cc.access = cfg.passive ? IBV_ACCESS_LOCAL_WRITE
                             : (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
     if (cc.socket < 0 && e->device_->numa_node() >= 0) cc.socket = e->device_->numa_node();
@@ -171,7 +181,8 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, std::string* err
   // Placement: memory follows the device's NUMA node (above); warn when a configured core is remote.
   std::vector<unsigned> lcores;
   for (const auto& cc : cfg.cores) lcores.push_back(cc.lcore);
-  for (unsigned l : remote_lcores(e->device_->context()->device, lcores)) {
+  // Owner-driven cores run on no lcore: nothing to place.
+  for (unsigned l : owner_driven ? std::vector<unsigned>{} : remote_lcores(e->device_->context()->device, lcores)) {
     ++e->counters_.remote_cores;
     e->log_st("warning: lcore %u runs on cpus not local to %s (hwloc); expect cross-socket traffic", l,
               e->device_->name().c_str());
@@ -199,8 +210,14 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, std::string* err
   rc |= epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->timerfd_, &ev);
   ev.data.u64 = kTagAsyncInbox;
   rc |= epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->async_inbox_->fd(), &ev);
+  if (cfg.sleep_when_idle) {
+    e->reply_bell_ = std::make_unique<dataplane::Doorbell>();
+    ev.data.u64 = kTagReplyBell;
+    rc |= e->reply_bell_->valid() ? epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->reply_bell_->fd(), &ev) : -1;
+    for (auto& core : e->cores_) core->core_mailbox().set_wake(e->reply_bell_.get());
+  }
   if (rc != 0) {
-    *error = std::string("epoll_ctl: ") + std::strerror(errno);
+    *error = std::string("epoll_ctl / eventfd: ") + std::strerror(errno);
     return nullptr;
   }
   return e;
@@ -240,6 +257,10 @@ Engine::~Engine() {
   if (timerfd_ >= 0) close(timerfd_);
   if (epfd_ >= 0) close(epfd_);
   if (channel_ != nullptr) rdma_destroy_event_channel(channel_);
+  // After the CQs (cores_): a channel with CQs still attached cannot be destroyed.
+  if (cq_channel_ != nullptr && ibv_destroy_comp_channel(cq_channel_) != 0) {
+    std::fprintf(stderr, "rdmagate: ibv_destroy_comp_channel: %m\n");
+  }
 }
 
 bool Engine::launch_cores(std::vector<std::unique_ptr<CoreRunner>> runners, std::string* error) {
@@ -248,6 +269,7 @@ bool Engine::launch_cores(std::vector<std::unique_ptr<CoreRunner>> runners, std:
     return false;
   }
   runners_ = std::move(runners);
+  if (cfg_.driver == CoreDriver::kOwner) return true;
   for (std::size_t i = 0; i < cores_.size(); ++i) {
     const unsigned lcore = cores_[i]->config().lcore;
     const int rc = rte_eal_remote_launch(core_trampoline, runners_[i].get(), lcore);
@@ -326,12 +348,24 @@ std::uint64_t Engine::connect(const std::string& addr, std::uint16_t port, std::
 // ---- the loop ----------------------------------------------------------------------------------------
 
 void Engine::poll_st(int timeout_ms) {
-  // Core replies arrive on rings, not fds: wake at least every millisecond while connections exist.
-  if (!conns_.empty()) timeout_ms = std::min(timeout_ms, 1);
+  if (reply_bell_) {
+    // Arm the bell, then look at the rings once more: a reply put there before the arm rang nothing.
+    reply_bell_->arm();
+    for (auto& core : cores_) {
+      const dataplane::ControlMailbox& mb = core->control_mailbox();
+      if (mb.has_replies_st()) timeout_ms = 0;
+      // A full command ring has no fd: retry the backlog on a short timer, as without the bell.
+      if (mb.has_backlog_st()) timeout_ms = timeout_ms < 0 ? 1 : std::min(timeout_ms, 1);
+    }
+  } else if (!conns_.empty()) {
+    // Core replies arrive on rings, not fds: wake at least every millisecond while connections exist.
+    timeout_ms = timeout_ms < 0 ? 1 : std::min(timeout_ms, 1);
+  }
   arm_timerfd_st();
   epoll_event evs[8];
   const int n = epoll_wait(epfd_, evs, 8, timeout_ms);
   if (n < 0 && errno != EINTR) log_st("epoll_wait: %m");
+  if (reply_bell_) reply_bell_->disarm();  // the rings are drained below, whatever woke us
   for (int i = 0; i < n; ++i) {
     switch (evs[i].data.u64) {
       case kTagChannel:
@@ -343,6 +377,8 @@ void Engine::poll_st(int timeout_ms) {
         break;
       case kTagAsyncInbox:
         handle_async_events_st();
+        break;
+      case kTagReplyBell:  // read by disarm()
         break;
       case kTagTimer: {
         std::uint64_t ticks = 0;

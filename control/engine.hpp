@@ -37,6 +37,7 @@
 #include "dataplane/core_resources.hpp"
 #include "dataplane/backend/backend.hpp"
 #include "dataplane/core_runner.hpp"
+#include "dataplane/doorbell.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/handshake.hpp"
 
@@ -44,12 +45,25 @@ namespace rdmagate::control {
 
 class Engine;
 
+// Who runs the data-plane cores' loops (a setup-time choice; the loop itself is the same).
+enum class CoreDriver : std::uint8_t {
+  kEalLcores = 0,  // launch_cores starts each on its pinned EAL worker lcore (rte_eal_remote_launch)
+  // The engine's owner calls runner(i).progress_st() from one thread of its own (no EAL needed). Cores get
+  // CQs armable through cq_channel() (the verbs backend), so the owner can sleep until completions arrive.
+  kOwner = 1,
+};
+
 struct EngineConfig {
   std::string name = "engine";  // log prefix
   std::string device;           // empty: the only device
   std::string backend = "auto";  // dataplane.backend: "auto" or a backend's name (backend_factory.hpp)
   bool passive = true;          // passive: our memory is registered IBV_ACCESS_LOCAL_WRITE only
   std::vector<dataplane::CoreConfig> cores;
+  CoreDriver driver = CoreDriver::kEalLcores;
+  // poll_st sleeps until an fd, a core's reply or a timer is due (the cores ring a Doorbell after each reply;
+  // wake() rings it from any thread). false: while connections exist it wakes every millisecond to look at
+  // the cores' reply rings (the gateway, whose loop has periodic work of its own between polls).
+  bool sleep_when_idle = false;
   protocol::LocalEndpoint local{};   // incarnation 0: process_incarnation()
   std::uint16_t signal_interval = 8;
   BackoffPolicy backoff{};
@@ -227,7 +241,16 @@ class Engine {
   // Launches `runners[i]` on core i's lcore (rte_eal_remote_launch pins it). Call once, after create.
   // A runner is dataplane::make_core_runner(backend_kind(), core(i), service): the loop of this engine's
   // backend.
+  // CoreDriver::kOwner: keeps the runners for the owner to drive (runner(i)); nothing is launched.
   bool launch_cores(std::vector<std::unique_ptr<CoreRunner>> runners, std::string* error);
+  // CoreDriver::kOwner, after launch_cores: core i's loop. One thread at a time drives it.
+  CoreRunner& runner(std::size_t i) noexcept { return *runners_[i]; }
+  // CoreDriver::kOwner: the completion channel every core's CQ reports to once armed (non-blocking fd).
+  ibv_comp_channel* cq_channel() const noexcept { return cq_channel_; }
+  // sleep_when_idle: makes the control thread's current or next poll_st return soon. Any thread.
+  void wake() noexcept {
+    if (reply_bell_) reply_bell_->ring();
+  }
 
   // Passive: listen on addr (IPv4 or IPv6 literal) and port (0: ephemeral). Returns the bound port or 0.
   // backlog: rdma_listen's queue of connection requests not yet handled (listen.backlog).
@@ -324,6 +347,8 @@ class Engine {
   std::vector<std::unique_ptr<CoreRunner>> runners_;
   std::vector<unsigned> launched_lcores_;
   rdma_event_channel* channel_ = nullptr;
+  ibv_comp_channel* cq_channel_ = nullptr;            // CoreDriver::kOwner
+  std::unique_ptr<dataplane::Doorbell> reply_bell_;  // sleep_when_idle
   int epfd_ = -1;
   int timerfd_ = -1;
   std::unique_ptr<AsyncInbox> async_inbox_;  // this engine's share of the device's async events

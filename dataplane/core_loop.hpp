@@ -36,6 +36,7 @@
 #include "dataplane/core_resources.hpp"
 #include "dataplane/core_stats_publish.hpp"
 #include "dataplane/service_api.hpp"
+#include "dataplane/tsc.hpp"
 #include "protocol/credit_machine.hpp"
 #include "protocol/message.hpp"
 
@@ -57,8 +58,7 @@ class CoreLoop {
     dirty_.reserve(res.config().max_conns);
     burst_ = res.config().poll_burst == 0 || res.config().poll_burst > kMaxBurst ? kMaxBurst
                                                                                     : res.config().poll_burst;
-    tsc_hz_ = rte_get_tsc_hz();
-    if (tsc_hz_ == 0) tsc_hz_ = 1'000'000'000ull;
+    tsc_hz_ = dataplane::tsc_hz();
     publish_every_ = tsc_hz_ / 1000;
     // Both powers of two (CoreResources::create checked check_every): timers run at a ring check.
     check_mask_ = res.config().check_every - 1;
@@ -131,7 +131,52 @@ class CoreLoop {
     now_ = rte_rdtsc();
     for (int i = 0; i < n; ++i) process_completion_st(wcs[static_cast<std::size_t>(i)]);
     flush_st();
+    last_polled_ = static_cast<unsigned>(n);
     return true;
+  }
+
+  // ---- caller-driven progress (a core without an lcore of its own: its owner's thread calls these) -------
+  // The same work as run_st's turn, but every call checks control's ring and the clock decides the timers
+  // (the owner may call rarely, or sleep in between). Never used together with run_st.
+
+  // One turn: the completions idle_for_sleep_st set aside, else one poll of the CQ; the service's poll hook;
+  // control's ring; the timers once per millisecond. Returns the completions processed. Publishes no
+  // telemetry (CoreResources::stats): its busy/idle split means nothing for a core that sleeps.
+  unsigned progress_st() noexcept {
+    ++cnt_.polls;
+    unsigned done = 0;
+    if (stashed_ != 0) {
+      now_ = rte_rdtsc();
+      done = stashed_;
+      for (unsigned i = 0; i < stashed_; ++i) process_completion_st(stash_[i]);
+      stashed_ = 0;
+      flush_st();
+    } else if (poll_once_st()) {
+      done = last_polled_;
+    }
+    if constexpr (requires(Service& sv) { sv.on_poll_st(*this); }) {
+      if (svc_.on_poll_st(*this)) flush_st();
+    }
+    now_ = rte_rdtsc();
+    if (mailbox_.check_st(*this) != 0) flush_st();
+    if (now_ >= next_timers_) {
+      timers_st();
+      next_timers_ = now_ + publish_every_;
+    }
+    return done;
+  }
+
+  // Before the owner sleeps, after it armed its wakeups (CQ notification, doorbells): true when nothing is
+  // pending, so that anything arriving from now on wakes it. Completions already on the CQ (they raise no
+  // event) are taken off and kept for the next progress_st: false. Commands on control's ring: false.
+  bool idle_for_sleep_st() noexcept {
+    if (stashed_ == 0) {
+      const int n = Backend::poll_st(cq_, stash_.data(), static_cast<int>(burst_));
+      if (n < 0) ++cnt_.errors[static_cast<std::size_t>(CoreError::kCompletion)];
+      stashed_ = n > 0 ? static_cast<unsigned>(n) : 0;
+    }
+    return stashed_ == 0 && mailbox_.commands_waiting_st() == 0 && mailbox_.pending_st() == 0 &&
+           drain_retry_.empty();
   }
 
   // ---- API for services (core thread) ----------------------------------------------------------------
@@ -392,6 +437,11 @@ class CoreLoop {
   static constexpr std::uint64_t kQuietMs = 50;
   bool quiescing_ = false;
   std::uint64_t last_refusal_ = 0;
+  // Caller-driven progress only.
+  unsigned last_polled_ = 0;  // completions of the last poll_once_st that found some
+  std::uint64_t next_timers_ = 0;
+  unsigned stashed_ = 0;      // completions idle_for_sleep_st took off the CQ, first in the next progress_st
+  std::array<Completion, kMaxBurst> stash_{};
 };
 
 }  // namespace rdmagate::dataplane

@@ -27,7 +27,8 @@ std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreC
   // CQE, signaled or not, and a slot's send queue holds its messages, a chunk's RDMA work requests and the
   // drain marker (send_queue_depth).
   const int cqe = static_cast<int>(cfg.max_conns * (cfg.rx_per_conn + send_queue_depth(cfg)));
-  c->cq_ = backend.create_cq(cqe, cfg.max_conns, error);
+  c->cq_ = cfg.cq_channel != nullptr ? backend.create_armable_cq(cqe, cfg.max_conns, cfg.cq_channel, error)
+                                     : backend.create_cq(cqe, cfg.max_conns, error);
   if (c->cq_ == nullptr) return nullptr;
   const std::size_t bytes = c->registered_bytes();
   c->region_ = HugeBuffer::allocate(bytes, cfg.socket, 4096, error, cfg.memory);

@@ -56,6 +56,9 @@ struct CoreConfig {
   std::uint32_t bulk_bytes_per_conn = 0;  // per-connection bulk buffer (chunk READ target / WRITE source)
   std::uint64_t keepalive_us = 0;       // 0: no keepalive NOOPs
   std::uint64_t dead_peer_us = 0;       // 0: never declare a peer dead
+  // Non-null: the CQ reports to this completion channel once armed (a core that sleeps when idle; the
+  // backend must support it, DeviceBackend::create_armable_cq).
+  ibv_comp_channel* cq_channel = nullptr;
   // Where the region and rings live: the EAL heap (hugepages) in the engine; plain heap memory for host
   // tests of the core loop, which run without EAL.
   HugeBufferKind memory = HugeBufferKind::kMalloc;

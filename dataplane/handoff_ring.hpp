@@ -38,6 +38,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "dataplane/doorbell.hpp"
 #include "dataplane/handoff_commands.hpp"
 
 namespace rdmagate::dataplane {
@@ -347,6 +348,7 @@ class CoreMailbox {
   [[nodiscard]] bool reply_st(const ToControl& msg) noexcept {
     if (pending_size() == 0 && out_.try_enqueue_st(msg)) {
       ++counters_.replies;
+      if (wake_ != nullptr) wake_->ring();
       return true;
     }
     if (pending_size() == kPendingCapacity) {
@@ -371,12 +373,18 @@ class CoreMailbox {
           out_.enqueue_burst_st(std::span<const ToControl>(pending_.data() + head, contiguous));
       head_ += sent;
       counters_.replies += sent;
+      if (sent != 0 && wake_ != nullptr) wake_->ring();
       if (sent < contiguous) break;
     }
     return pending_size();
   }
 
   std::uint32_t pending_st() const noexcept { return pending_size(); }
+  // Commands on the ring not yet dispatched (a core about to sleep must not).
+  std::uint32_t commands_waiting_st() const noexcept { return in_.count(); }
+  // Rung after every reply put on the ring: control sleeps until then (Doorbell). Null: control polls the
+  // ring on a timer. Set once, before the core runs.
+  void set_wake(Doorbell* bell) noexcept { wake_ = bell; }
   const CoreMailboxCounters& counters() const noexcept { return counters_; }
 
  private:
@@ -410,6 +418,7 @@ class CoreMailbox {
   std::uint32_t head_ = 0;
   std::uint32_t tail_ = 0;
   CoreMailboxCounters counters_{};
+  Doorbell* wake_ = nullptr;
   std::array<ToControl, kPendingCapacity> pending_{};
 };
 
@@ -445,6 +454,7 @@ class ControlMailbox {
   bool send_st(const ToCore& cmd) {
     if (backlog_.empty() && out_.try_enqueue_st(cmd)) {
       ++counters_.sent;
+      if (wake_ != nullptr) wake_->ring();
       return true;
     }
     backlog_.push_back(cmd);
@@ -465,6 +475,7 @@ class ControlMailbox {
       const ToCore sent = backlog_.front();
       backlog_.pop_front();
       ++counters_.sent;
+      if (wake_ != nullptr) wake_->ring();
       on_sent(sent);
     }
     return backlog_.size();
@@ -487,6 +498,11 @@ class ControlMailbox {
   }
 
   bool has_backlog_st() const noexcept { return !backlog_.empty(); }
+  // Replies on the ring not yet drained (control about to sleep must not).
+  bool has_replies_st() const noexcept { return in_.count() != 0; }
+  // Rung after every command put on the ring: a core that sleeps when idle (the client's caller-driven and
+  // thread modes) wakes for it. Null: the core polls. Set once, before control sends anything.
+  void set_wake(Doorbell* bell) noexcept { wake_ = bell; }
   std::size_t backlog_st() const noexcept { return backlog_.size(); }
   const ControlMailboxCounters& counters() const noexcept { return counters_; }
 
@@ -512,6 +528,7 @@ class ControlMailbox {
   RingConsumer<ToControl> in_;
   std::deque<ToCore> backlog_;
   ControlMailboxCounters counters_{};
+  Doorbell* wake_ = nullptr;
 };
 
 }  // namespace rdmagate::dataplane

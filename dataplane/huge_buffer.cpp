@@ -5,7 +5,11 @@
 #include <rte_memory.h>
 #include <rte_memzone.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -57,6 +61,32 @@ HugeBuffer HugeBuffer::allocate(size_t bytes, int socket, size_t align, std::str
     b.align_ = align;
     return b;
   }
+  if (kind == HugeBufferKind::kAnonymous) {
+    const long pg = sysconf(_SC_PAGESIZE);
+    const size_t page = pg > 0 ? static_cast<size_t>(pg) : 4096;
+    if (align > page) return fail("huge buffer: anonymous memory is aligned to the page, not " + std::to_string(align));
+    // Hugepages only for whole 2 MiB pages (the mapping's length must be a multiple); MAP_HUGETLB fails at
+    // once when none are reserved, and the 4 KiB mapping is the fallback. Both come zeroed.
+    constexpr size_t kHuge = 2u << 20;
+    if (bytes % kHuge == 0) {
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+      if (p != MAP_FAILED) {
+        b.data_ = p;
+        b.page_size_ = kHuge;
+      }
+    }
+    if (b.data_ == nullptr) {
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) {
+        return fail("huge buffer: mmap of " + std::to_string(bytes) + " bytes failed: " + std::strerror(errno));
+      }
+      b.data_ = p;
+      b.page_size_ = page;
+    }
+    b.size_ = bytes;
+    b.socket_ = socket;
+    return b;
+  }
   if (kind == HugeBufferKind::kMalloc) {
     rte_errno = 0;
     b.data_ = rte_zmalloc_socket("rdmagate_buf", bytes, static_cast<unsigned>(align), socket);
@@ -96,6 +126,8 @@ void HugeBuffer::reset() {
     zone_ = nullptr;
   } else if (data_ != nullptr && kind_ == HugeBufferKind::kHeap) {
     ::operator delete(data_, std::align_val_t{align_});
+  } else if (data_ != nullptr && kind_ == HugeBufferKind::kAnonymous) {
+    if (munmap(data_, size_) != 0) std::fprintf(stderr, "rdmagate: munmap: %s\n", std::strerror(errno));
   } else if (data_ != nullptr) {
     rte_free(data_);
   }

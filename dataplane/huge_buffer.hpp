@@ -1,4 +1,5 @@
-// Memory the engine registers once: EAL heap (rte_malloc) or a memzone, on a given NUMA socket.
+// Memory the engine registers once: EAL heap (rte_malloc) or a memzone, on a given NUMA socket; or, without
+// EAL, anonymous mmap memory.
 //
 // With hugepages this is hugepage-backed and, in IOVA-as-VA mode, one virtually contiguous region, so one
 // ibv_reg_mr covers it. Without hugepages (--no-huge) it still works, on 4 KiB pages.
@@ -16,6 +17,8 @@ enum class HugeBufferKind : uint8_t {
   kMalloc = 1,   // rte_zmalloc_socket: EAL heap
   kMemzone = 2,  // rte_memzone_reserve_aligned: a named zone, visible in memzone dumps
   kHeap = 3,     // the C++ heap, no EAL: host tests of the core loop (never registered with a real device)
+  kAnonymous = 4,  // mmap, no EAL: 2 MiB hugepages when the system has some free (MAP_HUGETLB), else 4 KiB
+                   // pages (the client's no-EAL modes; registered with ibv_reg_mr like any memory)
 };
 
 class HugeBuffer {
@@ -28,7 +31,8 @@ class HugeBuffer {
   HugeBuffer& operator=(const HugeBuffer&) = delete;
 
   // Allocates `bytes` zeroed bytes aligned to `align` (a power of two; 0 means the cache line) on
-  // `socket` (-1: any). EAL must be initialised, except for kHeap. On failure returns an empty buffer and fills *error.
+  // `socket` (-1: any). EAL must be initialised, except for kHeap and kAnonymous (page-aligned; `align` up to
+  // the page size). On failure returns an empty buffer and fills *error.
   // `name` is the memzone name (unique per process; empty: generated); unused for kMalloc.
   static HugeBuffer allocate(size_t bytes, int socket, size_t align, std::string* error,
                              HugeBufferKind kind = HugeBufferKind::kMalloc, const std::string& name = {});

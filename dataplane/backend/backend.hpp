@@ -20,6 +20,8 @@
 #include <string>
 
 struct rdma_cm_id;
+struct ibv_comp_channel;
+struct ibv_cq;
 
 namespace rdmagate::dataplane {
 
@@ -88,6 +90,8 @@ class BackendQp {
 class BackendCq {
  public:
   virtual ~BackendCq() = default;
+  // Set by create_armable_cq: the verbs CQ to arm (ibv_req_notify_cq) and to acknowledge events of.
+  ibv_cq* armable = nullptr;
 };
 class BackendMr {
  public:
@@ -110,6 +114,17 @@ class DeviceBackend {
   // A CQ of at least `cqe` entries for the completions of at most `max_qps` QPs, busy-polled (no completion
   // channel). nullptr and *error on failure.
   virtual std::unique_ptr<BackendCq> create_cq(int cqe, std::uint32_t max_qps, std::string* error) = 0;
+  // The same CQ reporting to `channel` once armed (BackendCq::armable), for a core that sleeps when idle (the
+  // client's caller-driven and thread modes). Polled exactly as create_cq's. The default refuses: a backend
+  // that polls its CQ directly (mlx5) never moves the provider's consumer index, which arming reads.
+  virtual std::unique_ptr<BackendCq> create_armable_cq(int cqe, std::uint32_t max_qps, ibv_comp_channel* channel,
+                                                       std::string* error) {
+    (void)cqe;
+    (void)max_qps;
+    (void)channel;
+    *error = std::string("the ") + name() + " backend cannot arm its CQs (dataplane.backend: verbs can)";
+    return nullptr;
+  }
   // Registers [addr, addr + len) with IBV_ACCESS_* flags `access`. nullptr and *error on failure.
   virtual std::unique_ptr<BackendMr> register_memory(void* addr, std::size_t len, int access,
                                                      std::string* error) = 0;

@@ -118,6 +118,19 @@ class VerbsDevice final : public DeviceBackend {
     return cq;
   }
 
+  std::unique_ptr<BackendCq> create_armable_cq(int cqe, std::uint32_t, ibv_comp_channel* channel,
+                                               std::string* error) override {
+    auto cq = std::make_unique<VerbsCq>();
+    cq->cq = ibv_create_cq(ctx_, cqe, nullptr, channel, 0);
+    if (cq->cq == nullptr) {
+      *error = "ibv_create_cq of " + std::to_string(cqe) + " entries with a completion channel: " +
+               std::strerror(errno);
+      return nullptr;
+    }
+    cq->armable = cq->cq;
+    return cq;
+  }
+
   std::unique_ptr<BackendMr> register_memory(void* addr, std::size_t len, int access,
                                              std::string* error) override {
     return register_verbs_memory(pd_, addr, len, access, error);

@@ -37,6 +37,7 @@ inline std::unique_ptr<client::Client> connect_client(const char* who, const std
   client::ClientConfig cc;
   cc.gateways = {{addr, static_cast<std::uint16_t>(port)}};
   cc.device = control::device_name_from_env();
+  cc.progress = client::Progress::kEalLcores;  // the EAL client_eal brought up, on `lcore`
   cc.cores = 1;
   cc.lcores = {lcore};
   cc.yield_when_idle = true;

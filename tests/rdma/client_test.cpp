@@ -72,6 +72,7 @@ class ClientTest : public ::testing::Test {
     ClientConfig c;
     c.gateways.push_back(client::Endpoint{gw_->addr(), gw_->port()});
     c.device = testfix::rdma_device();
+    c.progress = client::Progress::kEalLcores;  // the fixture's EAL; the no-EAL modes: client_progress_test
     c.cores = cores;
     for (unsigned i = 0; i < cores; ++i) c.lcores.push_back(testfix::kClientLcores[i]);
     c.yield_when_idle = true;  // 2 vCPUs for 4 pollers and 2 control threads
