@@ -66,63 +66,9 @@ inline std::uint64_t pattern_word(std::uint64_t seed, std::uint64_t i) noexcept 
 }
 }  // namespace
 
-const char* mode_name(Mode m) noexcept {
-  switch (m) {
-    case Mode::kEcho:
-      return "echo";
-    case Mode::kSink:
-      return "sink";
-    case Mode::kPut:
-      return "put";
-    case Mode::kGet:
-      return "get";
-    case Mode::kMixed:
-      return "mixed";
-  }
-  return "?";
-}
-
-bool parse_mode(std::string_view s, Mode* out) noexcept {
-  for (Mode m : {Mode::kEcho, Mode::kSink, Mode::kPut, Mode::kGet, Mode::kMixed}) {
-    if (s == mode_name(m)) {
-      *out = m;
-      return true;
-    }
-  }
-  return false;
-}
-
 std::uint64_t auto_keys(std::uint64_t size) noexcept {
   const std::uint64_t k = (32ull << 20) / std::max<std::uint64_t>(size, 1);
   return std::clamp<std::uint64_t>(k, 16, 10000);
-}
-
-// ---- Histogram
-// ----------------------------------------------------------------------------------------------
-
-void Histogram::merge(const Histogram& o) noexcept {
-  for (std::size_t i = 0; i < kBuckets; ++i) buckets_[i] += o.buckets_[i];
-  count_ += o.count_;
-  sum_ += o.sum_;
-  max_ = std::max(max_, o.max_);
-}
-
-void Histogram::clear() noexcept {
-  buckets_.fill(0);
-  count_ = sum_ = max_ = 0;
-}
-
-std::uint64_t Histogram::quantile(double q) const noexcept {
-  if (count_ == 0) return 0;
-  if (q >= 1.0) return max_;
-  const auto want =
-      std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(count_))));
-  std::uint64_t seen = 0;
-  for (std::size_t i = 0; i < kBuckets; ++i) {
-    seen += buckets_[i];
-    if (seen >= want) return std::min(bucket_mid(i), max_);
-  }
-  return max_;
 }
 
 // ---- the value pattern ------------------------------------------------------------------------------------
@@ -171,19 +117,7 @@ void format_key(std::uint64_t key, char (&out)[kKeyLength]) noexcept {
   }
 }
 
-// ---- report
-// -------------------------------------------------------------------------------------------------
-
-std::uint64_t Report::errors() const noexcept {
-  std::uint64_t n = 0;
-  for (const Row& r : rows) n += r.errors;
-  return n;
-}
-std::uint64_t Report::mismatches() const noexcept {
-  std::uint64_t n = 0;
-  for (const Row& r : rows) n += r.mismatches;
-  return n;
-}
+// ---- options ---------------------------------------------------------------------------------------------
 
 std::string validate(const Options& o) {
   if (o.server.empty()) return "--server is required";
@@ -401,15 +335,10 @@ bool echo_phase(const Options& o, std::uint64_t size, double seconds, std::uint6
     Latency& l = out->latency;
     // Closed loop with a full window: mean RTT = requests in flight / throughput (Little's law).
     l.avg_us = static_cast<double>(o.connections) * o.qd * out->seconds * 1e6 / static_cast<double>(out->ops);
-    l.valid = sc.measure_latency;
-    if (l.valid) {
-      // Merge per-core quantiles conservatively: the worst core's value (equal work per core).
-      for (const auto& s : services) {
-        l.p50_us = std::max(l.p50_us, static_cast<double>(s->rtt_quantile_us(0.5)));
-        l.p99_us = std::max(l.p99_us, static_cast<double>(s->rtt_quantile_us(0.99)));
-        l.p999_us = std::max(l.p999_us, static_cast<double>(s->rtt_quantile_us(0.999)));
-        l.max_us = std::max(l.max_us, static_cast<double>(s->rtt_quantile_us(1.0)));
-      }
+    if (sc.measure_latency) {
+      Histogram h;
+      for (const auto& s : services) h.merge(s->rtt_ticks());
+      if (h.count() != 0) l = latency_of(h, 1e6 / static_cast<double>(rte_get_tsc_hz()));
     }
   }
   return true;
@@ -711,6 +640,8 @@ bool run_kv(const Options& o, Report* rep) {
   client::ClientConfig cc;
   cc.gateways.push_back(client::Endpoint{o.server, o.port});
   cc.device = o.device;
+  // The bench is a high-rate client: pinned polling lcores on its own EAL, whatever the library's default.
+  cc.progress = client::Progress::kEalLcores;
   cc.lcores = o.lcores;
   cc.cores = static_cast<unsigned>(o.lcores.size());
   cc.yield_when_idle = o.yield;
@@ -850,15 +781,7 @@ bool run_kv(const Options& o, Report* rep) {
           static_cast<std::uint64_t>(std::max<std::int64_t>(0, run->active.load()));
       row.errors += static_cast<std::uint64_t>(std::max<std::int64_t>(0, run->active.load()));
     }
-    const double tick_us = 1e6 / static_cast<double>(rte_get_tsc_hz());
-    if (h.count() != 0) {
-      row.latency.valid = true;
-      row.latency.avg_us = h.mean() * tick_us;
-      row.latency.p50_us = static_cast<double>(h.quantile(0.5)) * tick_us;
-      row.latency.p99_us = static_cast<double>(h.quantile(0.99)) * tick_us;
-      row.latency.p999_us = static_cast<double>(h.quantile(0.999)) * tick_us;
-      row.latency.max_us = static_cast<double>(h.max()) * tick_us;
-    }
+    if (h.count() != 0) row.latency = latency_of(h, 1e6 / static_cast<double>(rte_get_tsc_hz()));
     rep->rows.push_back(row);
     if (!drained) {
       // Requests still out name these buffers: keep them alive (leak) rather than let a late answer write
@@ -884,129 +807,6 @@ bool run(const Options& o, Report* report) {
     return false;
   }
   return uses_client(o.mode) ? run_kv(o, report) : run_echo(o, report);
-}
-
-// ---- output
-// --------------------------------------------------------------------------------------------------
-
-void print_table(std::FILE* out, const Report& r) {
-  const Options& o = r.options;
-  const char* line =
-      "------------------------------------------------------------------------------------------------------"
-      "-------";
-  std::fprintf(out, "%s\n", line);
-  std::fprintf(out, " rdmagate-bench %s", mode_name(o.mode));
-  if (o.mode == Mode::kMixed) std::fprintf(out, " (GET ratio %.2f)", o.ratio);
-  std::fprintf(out, "  server %s:%u  connections %u  qd %u  cores %zu%s\n", o.server.c_str(), o.port,
-               o.connections, o.qd, o.lcores.size(), o.yield ? " (yield)" : "");
-  if (o.iterations != 0) {
-    std::fprintf(out, " iterations %" PRIu64 " per size", o.iterations);
-  } else {
-    std::fprintf(out, " duration %.1f s per size", o.duration_s);
-  }
-  std::fprintf(
-      out, "  warm-up %.1f s  verify %s   (MB = 2^20 bytes, latency in microseconds)\n", o.warmup_s,
-      uses_client(o.mode) ? (o.verify ? "on" : "off") : (o.mode == Mode::kEcho ? "always (echo)" : "n/a"));
-  std::fprintf(out, "%s\n", line);
-  std::fprintf(out, " %10s %11s %12s %10s %9s %9s %9s %10s %9s %7s %10s\n", "#bytes", "#ops", "ops/s", "MB/s",
-               "avg[us]", "p50[us]", "p99[us]", "p99.9[us]", "max[us]", "errors", "mismatches");
-  for (const Row& w : r.rows) {
-    std::fprintf(out, " %10" PRIu64 " %11" PRIu64 " %12.1f %10.2f", w.size, w.ops, w.ops_per_s(),
-                 w.mb_per_s());
-    if (w.latency.valid) {
-      std::fprintf(out, " %9.2f %9.2f %9.2f %10.2f %9.2f", w.latency.avg_us, w.latency.p50_us,
-                   w.latency.p99_us, w.latency.p999_us, w.latency.max_us);
-    } else if (w.latency.avg_us > 0) {
-      std::fprintf(out, " %9.2f %9s %9s %10s %9s", w.latency.avg_us, "-", "-", "-", "-");
-    } else {
-      std::fprintf(out, " %9s %9s %9s %10s %9s", "-", "-", "-", "-", "-");
-    }
-    std::fprintf(out, " %7" PRIu64 " %10" PRIu64 "%s\n", w.errors, w.mismatches,
-                 w.interrupted ? "  (interrupted)" : "");
-  }
-  std::fprintf(out, "%s\n", line);
-  for (const Row& w : r.rows) {
-    if (w.errors_by_status.empty() && w.mismatches == 0) continue;
-    std::fprintf(out, " %" PRIu64 " B:", w.size);
-    for (const auto& [k, v] : w.errors_by_status) std::fprintf(out, " %s=%" PRIu64, k.c_str(), v);
-    if (w.mismatches != 0) {
-      std::fprintf(out, " mismatches: wrong_size=%" PRIu64 " wrong_bytes=%" PRIu64, w.wrong_size,
-                   w.mismatches - w.wrong_size);
-    }
-    std::fprintf(out, "\n");
-  }
-  if (o.mode == Mode::kEcho) {
-    bool any_invalid = false;
-    for (const Row& w : r.rows) any_invalid |= !w.latency.valid;
-    if (any_invalid) {
-      std::fprintf(out,
-                   " echo: percentiles need one connection per core (--connections <= --cores); "
-                   "avg is requests in flight / throughput\n");
-    }
-  }
-  if (!r.error.empty()) std::fprintf(out, " FAILED: %s\n", r.error.c_str());
-  std::fprintf(out, " result: %s (errors %" PRIu64 ", mismatches %" PRIu64 ")\n", r.ok() ? "OK" : "FAILED",
-               r.errors(), r.mismatches());
-}
-
-std::string to_json(const Report& r) {
-  using nlohmann::json;
-  const Options& o = r.options;
-  json j;
-  j["tool"] = "rdmagate-bench";
-  j["mode"] = mode_name(o.mode);
-  j["server"] = o.server;
-  j["port"] = o.port;
-  j["connections"] = o.connections;
-  j["qd"] = o.qd;
-  j["cores"] = o.lcores.size();
-  j["lcores"] = o.lcores;
-  j["yield"] = o.yield;
-  j["verify"] = o.verify;
-  if (o.mode == Mode::kMixed) j["get_ratio"] = o.ratio;
-  if (o.iterations != 0) {
-    j["iterations"] = o.iterations;
-  } else {
-    j["duration_s"] = o.duration_s;
-  }
-  j["warmup_s"] = o.warmup_s;
-  j["mb"] = 1048576;
-  json rows = json::array();
-  for (const Row& w : r.rows) {
-    json x;
-    x["size"] = w.size;
-    x["ops"] = w.ops;
-    x["gets"] = w.gets;
-    x["puts"] = w.puts;
-    x["keys"] = w.keys;
-    x["bytes"] = w.bytes;
-    x["seconds"] = w.seconds;
-    x["ops_per_s"] = w.ops_per_s();
-    x["mb_per_s"] = w.mb_per_s();
-    x["errors"] = w.errors;
-    x["mismatches"] = w.mismatches;
-    x["mismatches_wrong_size"] = w.wrong_size;
-    x["errors_by_status"] = w.errors_by_status;
-    x["interrupted"] = w.interrupted;
-    json lat;
-    lat["avg_us"] = w.latency.avg_us > 0 ? json(w.latency.avg_us) : json(nullptr);
-    if (w.latency.valid) {
-      lat["p50_us"] = w.latency.p50_us;
-      lat["p99_us"] = w.latency.p99_us;
-      lat["p999_us"] = w.latency.p999_us;
-      lat["max_us"] = w.latency.max_us;
-    } else {
-      lat["p50_us"] = lat["p99_us"] = lat["p999_us"] = lat["max_us"] = nullptr;
-    }
-    x["latency"] = lat;
-    rows.push_back(x);
-  }
-  j["rows"] = rows;
-  j["errors"] = r.errors();
-  j["mismatches"] = r.mismatches();
-  j["ok"] = r.ok();
-  if (!r.error.empty()) j["error"] = r.error;
-  return j.dump(2);
 }
 
 }  // namespace rdmagate::bench

@@ -13,6 +13,7 @@
 
 #include "dataplane/core_conn.hpp"
 #include "protocol/message.hpp"
+#include "tools/bench/histogram.hpp"
 
 namespace rdmagate::dataplane {
 
@@ -44,7 +45,7 @@ struct EchoClientConfig {
   std::uint32_t window = 8;       // requests in flight per connection
   std::uint16_t opcode = 1;
   bool one_way = false;           // sink mode: no answers expected; completes when all are sent
-  bool measure_latency = false;   // per-request RTT histogram (1 us buckets); one connection per core
+  bool measure_latency = false;   // per-request RTT histogram (TSC ticks); one connection per core
 };
 
 class EchoClientService {
@@ -63,6 +64,7 @@ class EchoClientService {
   template <typename Api>
   void on_adopt_st(Api& api, CoreConn& c) noexcept {
     c.svc.reset<ConnState>().start_tsc = api.now_tsc_st();
+    tsc_hz_ = api.tsc_hz();
     fill_st(api, c);
   }
 
@@ -83,10 +85,7 @@ class EchoClientService {
       finish_if_done_st(api, c);
       return;
     }
-    if (cfg_.measure_latency) {
-      const std::uint64_t us = (api.now_tsc_st() - sent_tsc_[cookie % kTscSlots]) * 1'000'000 / api.tsc_hz();
-      ++hist_[us < kHistBuckets ? us : kHistBuckets - 1];
-    }
+    if (cfg_.measure_latency) rtt_.record(api.now_tsc_st() - sent_tsc_[cookie % kTscSlots]);
     const std::uint32_t want = size_for(cookie);
     bool ok = m.type == protocol::MessageType::kInlineResponse && m.opcode == cfg_.opcode &&
               m.payload.size() == want && cookie != 0 && cookie <= s.sent;
@@ -146,18 +145,11 @@ class EchoClientService {
     if (cfg_.one_way) finish_if_done_st(api, c);
   }
 
-  // The q-quantile (0..1) of the measured RTTs in microseconds (read after the core stopped).
+  // The measured round trips in TSC ticks (read after the core stopped).
+  const bench::Histogram& rtt_ticks() const noexcept { return rtt_; }
+  // The q-quantile (0..1] of the measured round trips in whole microseconds (tests/rdma/engine_bench.cpp).
   std::uint64_t rtt_quantile_us(double q) const noexcept {
-    std::uint64_t total = 0;
-    for (const auto h : hist_) total += h;
-    if (total == 0) return 0;
-    const auto want = static_cast<std::uint64_t>(q * static_cast<double>(total - 1)) + 1;
-    std::uint64_t seen = 0;
-    for (std::size_t i = 0; i < hist_.size(); ++i) {
-      seen += hist_[i];
-      if (seen >= want) return i;
-    }
-    return kHistBuckets - 1;
+    return tsc_hz_ == 0 ? 0 : rtt_.quantile(q) * 1'000'000 / tsc_hz_;
   }
   std::uint64_t unexpected() const noexcept { return unexpected_; }
   std::uint64_t send_failures() const noexcept { return send_failures_; }
@@ -187,9 +179,9 @@ class EchoClientService {
   std::uint64_t unexpected_ = 0;
   std::uint64_t send_failures_ = 0;
   static constexpr std::size_t kTscSlots = 256;  // > window: a request's slot is free again when it returns
-  static constexpr std::size_t kHistBuckets = 4096;
   std::array<std::uint64_t, kTscSlots> sent_tsc_{};
-  std::array<std::uint32_t, kHistBuckets> hist_{};
+  bench::Histogram rtt_;
+  std::uint64_t tsc_hz_ = 0;
   std::uint8_t scratch_[kMaxPayload];
 };
 
