@@ -1,0 +1,206 @@
+// rdmagate-bench as a user runs it, in the guest: the real daemon, then the bench's own main with perftest's
+// short flags, a preset and --json, and the JSON read back: version, device, UTC time, host, every setting,
+// perftest's latency statistics per row, and no error. The test re-executes itself as the daemon
+// (daemon/gateway_main.cpp) and as the bench (tools/bench/rdmagate_bench.cpp), so this binary and its
+// library closure are all the guest needs.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "tests/rdma/daemon_process.hpp"
+#include "tests/rdma/rdma_test_main.hpp"
+#include "tools/bench/bench_options.hpp"
+
+int rdmagate_main(int argc, char** argv);
+int rdmagate_bench_main(int argc, char** argv);
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace rdmagate::testfix::proc;
+using nlohmann::json;
+using rdmagate::testfix::rxe_addr;
+
+std::string g_self;
+int g_rdma_port = 7700;
+int g_http_port = 19000;
+
+class BenchCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = "/tmp/bench_cli_" + std::to_string(getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ASSERT_EQ(mkdir(dir_.c_str(), 0755), 0) << dir_ << ": " << std::strerror(errno);
+    // The gateway's shipped defaults where they matter here: control on CPU 0, its core on CPU 1.
+    const std::string yaml = dir_ + "/rdmagate.yaml";
+    gw_log_ = dir_ + "/rdmagate.log";
+    write_file(yaml, "eal:\n  main_lcore: 0\nlisten:\n  addresses: [\"" + rxe_addr() +
+                         "\"]\n  port: " + std::to_string(g_rdma_port) +
+                         "\ndataplane:\n  cores: [1]\n  idle_policy: yield\n  max_connections_per_core: 8\n"
+                         "store:\n  capacity_mib: 64\ntelemetry:\n  bind_address: \"127.0.0.1\"\n  port: " +
+                         std::to_string(g_http_port) +
+                         "\nsecurity:\n  allowed_clients: [\"198.18.0.0/15\"]\nlogging:\n  level: info\n");
+    ASSERT_TRUE(spawn(&gw_, {g_self, "daemon", "--config", yaml}, gw_log_));
+    ASSERT_TRUE(
+        wait_for([&] { return !gw_.running() || http_get(g_http_port, "/readyz").status == 200; }, 120s) &&
+        gw_.running())
+        << "the gateway did not become ready; log:\n"
+        << read_file(gw_log_);
+  }
+  void TearDown() override {
+    if (gw_.pid > 0) {
+      kill(gw_.pid, SIGTERM);
+      EXPECT_EQ(gw_.wait_exit(60s), 0) << "the gateway's SIGTERM drain; log:\n" << read_file(gw_log_);
+    }
+  }
+
+  // Runs the bench with `args`; its stdout and stderr in *output. The exit code.
+  int bench(std::vector<std::string> args, std::string* output) {
+    const std::string log = dir_ + "/bench-" + std::to_string(++runs_) + ".log";
+    args.insert(args.begin(), {g_self, "bench"});
+    Child c;
+    if (!spawn(&c, args, log)) return -1;
+    const int rc = c.wait_exit(180s);
+    *output = read_file(log);
+    return rc;
+  }
+
+  std::string dir_, gw_log_;
+  Child gw_;
+  int runs_ = 0;
+};
+
+void expect_common_fields(const json& j) {
+  EXPECT_EQ(j.at("tool"), "rdmagate-bench");
+  EXPECT_EQ(j.at("version"), rdmagate::bench::version_string());
+  EXPECT_EQ(j.at("device"), rdmagate::testfix::rdma_device());
+  const std::string ts = j.at("timestamp");
+  EXPECT_TRUE(std::regex_match(ts, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)"))) << ts;
+  EXPECT_FALSE(j.at("host").get<std::string>().empty());
+  EXPECT_EQ(j.at("latency"), "round_trip");
+  EXPECT_TRUE(j.at("ok").get<bool>()) << j.dump(2);
+  EXPECT_EQ(j.at("errors"), 0);
+  EXPECT_EQ(j.at("mismatches"), 0);
+  const json& s = j.at("settings");
+  for (const char* k : {"mode",        "preset",
+                        "server",      "port",
+                        "device",      "sizes",
+                        "all_sizes",   "connections",
+                        "qd",          "iterations",
+                        "duration_s",  "warmup_s",
+                        "keys",        "ratio",
+                        "cores",       "lcores",
+                        "data_lcores", "progress",
+                        "yield",       "verify",
+                        "max_message", "connect_timeout_s",
+                        "quiet",       "json"}) {
+    EXPECT_TRUE(s.contains(k)) << "settings." << k << " missing";
+  }
+  EXPECT_EQ(s.at("server"), rxe_addr());
+  EXPECT_EQ(s.at("port"), g_rdma_port);
+  // The default placement never puts the bench's core on the gateway's default core (CPU 1).
+  const std::string lcores = s.at("lcores");
+  EXPECT_EQ(lcores.find("@1"), std::string::npos) << lcores;
+}
+
+TEST_F(BenchCli, EchoWithPerftestShortFlagsWritesTheJson) {
+  const std::string out = dir_ + "/echo.json";
+  std::string text;
+  const int rc = bench({"echo",
+                        "-s",
+                        "64,256",
+                        "-n",
+                        "2000",
+                        "-q",
+                        "1",
+                        "-t",
+                        "1",
+                        "-d",
+                        rdmagate::testfix::rdma_device(),
+                        "-p",
+                        std::to_string(g_rdma_port),
+                        "-R",
+                        "-F",
+                        "--warmup=0.2",
+                        "--quiet",
+                        "--json",
+                        out,
+                        rxe_addr()},
+                       &text);
+  ASSERT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("t_stdev[us]"), std::string::npos) << "the table still goes to stdout:\n" << text;
+  const json j = json::parse(read_file(out));
+  expect_common_fields(j);
+  const json& s = j.at("settings");
+  EXPECT_EQ(s.at("mode"), "echo");
+  EXPECT_EQ(s.at("sizes"), json::array({64, 256}));
+  EXPECT_EQ(s.at("iterations"), 2000);
+  EXPECT_EQ(s.at("connections"), 1);
+  EXPECT_EQ(s.at("qd"), 1);
+  EXPECT_TRUE(s.at("progress").is_null()) << "echo does not use the client library";
+  ASSERT_EQ(j.at("rows").size(), 2u);
+  for (const json& row : j.at("rows")) {
+    EXPECT_GE(row.at("ops").get<std::uint64_t>(), 2000u);
+    const json& l = row.at("latency");
+    for (const char* k : {"min_us", "p50_us", "avg_us", "stdev_us", "p99_us", "p999_us", "max_us"}) {
+      ASSERT_TRUE(l.at(k).is_number()) << k << " in " << row.dump();
+    }
+    EXPECT_GT(l.at("min_us").get<double>(), 0.0);
+    EXPECT_LE(l.at("min_us").get<double>(), l.at("p50_us").get<double>());
+    EXPECT_LE(l.at("p50_us").get<double>(), l.at("max_us").get<double>());
+    EXPECT_LE(l.at("min_us").get<double>(), l.at("avg_us").get<double>());
+  }
+}
+
+TEST_F(BenchCli, GetWithTheBandwidthPresetAndLongEqualsFlags) {
+  const std::string out = dir_ + "/get.json";
+  std::string text;
+  const int rc =
+      bench({"get", "--preset=bw", "--size=64k", "-D", "1", "--warmup=0.2", "--server=" + rxe_addr(),
+             "--port=" + std::to_string(g_rdma_port), "--device=" + rdmagate::testfix::rdma_device(),
+             "--verify", "--quiet", "--json=" + out},
+            &text);
+  ASSERT_EQ(rc, 0) << text;
+  const json j = json::parse(read_file(out));
+  expect_common_fields(j);
+  const json& s = j.at("settings");
+  EXPECT_EQ(s.at("preset"), "bw");
+  EXPECT_EQ(s.at("sizes"), json::array({65536})) << "an explicit -s wins over the preset's 1 MiB";
+  EXPECT_EQ(s.at("qd"), 8) << "the preset's depth";
+  EXPECT_EQ(s.at("progress"), "eal_lcores");
+  EXPECT_TRUE(s.at("verify").get<bool>());
+  ASSERT_EQ(j.at("rows").size(), 1u);
+  EXPECT_GT(j.at("rows").at(0).at("mb_per_s").get<double>(), 0.0);
+}
+
+TEST_F(BenchCli, UsageErrorsExitTwoBeforeTouchingTheDevice) {
+  std::string text;
+  EXPECT_EQ(bench({"get", rxe_addr(), "--bogus"}, &text), 2);
+  EXPECT_NE(text.find("unknown or ambiguous option --bogus"), std::string::npos) << text;
+  EXPECT_EQ(bench({"get", rxe_addr(), "-q"}, &text), 2);
+  EXPECT_NE(text.find("-q/--connections needs a value"), std::string::npos) << text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "daemon") == 0) return rdmagate_main(argc - 1, argv + 1);
+  if (argc > 1 && std::strcmp(argv[1], "bench") == 0) return rdmagate_bench_main(argc - 1, argv + 1);
+  // No EAL here: the daemon and the bench (this binary, re-executed) start their own.
+  return rdmagate::testfix::rdma_test_main(argc, argv, "bench_cli_test", /*eal_lcores=*/nullptr,
+                                           [](const rdmagate::control::RdmaProbe&) {
+                                             g_self = rdmagate::testfix::self_exe("bench_cli_test");
+                                             if (g_self.empty()) return 1;
+                                             g_rdma_port = 7300 + static_cast<int>(getpid() % 200) * 2;
+                                             g_http_port = 18000 + static_cast<int>(getpid() % 500);
+                                             return 0;
+                                           });
+}
