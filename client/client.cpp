@@ -26,6 +26,7 @@
 #include <unordered_map>
 
 #include "client/object_client_service.hpp"
+#include "client/placement.hpp"
 #include "control/engine.hpp"
 #include "dataplane/backend/backend_factory.hpp"
 #include "dataplane/doorbell.hpp"
@@ -220,6 +221,7 @@ class ClientImpl {
                        std::uint32_t* lkey, std::uint32_t* rkey) noexcept;
 
   ClientConfig cfg_;
+  placement::Table placement_;  // the gateways' identities, hashed once (docs/placement.md)
   const std::uint64_t id_;
   const Progress mode_;
   const bool owner_driven_;  // kCaller or kThread: the engine's one core is driven by progress_turn
@@ -289,6 +291,15 @@ class ClientImpl {
 bool ClientImpl::start(std::string* error) {
   const ClientConfig& c = cfg_;
   if (c.gateways.empty()) return *error = "client: no gateway configured", false;
+  std::vector<std::string> identities;
+  for (std::size_t g = 0; g < c.gateways.size(); ++g) {
+    std::string id, why;
+    if (!placement::identity(c.gateways[g].address, c.gateways[g].port, &id, &why)) {
+      return *error = "client: gateways[" + std::to_string(g) + "]: " + why, false;
+    }
+    identities.push_back(std::move(id));
+  }
+  if (std::string why; !placement_.assign(identities, &why)) return *error = "client: " + why, false;
   if (c.cores == 0) return *error = "client: cores must be >= 1", false;
   if (c.connections_per_gateway == 0) return *error = "client: connections_per_gateway must be >= 1", false;
   if (c.max_inflight_per_conn == 0 || c.max_inflight_per_conn > 0xffff) {
@@ -823,7 +834,7 @@ Status ClientImpl::submit(protocol::ObjectOp op, std::string_view key, void* buf
   d->key_len = static_cast<std::uint8_t>(key.size());
   std::memcpy(d->key, key.data(), key.size());
   d->registered = chunk;
-  d->gateway = static_cast<std::uint32_t>(std::hash<std::string_view>{}(key) % cfg_.gateways.size());
+  d->gateway = static_cast<std::uint32_t>(placement_.pick(key));
   d->buf = buf;
   d->size = size;
   d->lkey = lkey;

@@ -22,10 +22,11 @@
 //
 // Keys: see docs/client.md "Key scope" for which remote keys are exposed, when, and what remains to do.
 //
-// Gateways: a key lives on gateway hash(key) % gateways.size(); each gateway gets `connections_per_gateway`
-// connections spread over the cores. A lost connection reconnects by itself with backoff; requests that
-// were in flight on it fail with kConnectionLost (never silently dropped, never retried behind the
-// caller's back: a PUT may or may not have been applied).
+// Gateways: a key lives on the gateway that rendezvous hashing over XXH64 picks (docs/placement.md; the
+// list's order does not matter, and every client must list the same gateways); each gateway gets
+// `connections_per_gateway` connections spread over the cores. A lost connection reconnects by itself with
+// backoff; requests that were in flight on it fail with kConnectionLost (never silently dropped, never
+// retried behind the caller's back: a PUT may or may not have been applied).
 
 #include <chrono>
 #include <cstddef>
