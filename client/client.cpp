@@ -10,6 +10,7 @@
 #include <rte_malloc.h>
 #include <rte_pause.h>
 #include <rte_ring.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -458,9 +459,14 @@ bool ClientImpl::start(std::string* error) {
     rc |= epoll_ctl(efd_, EPOLL_CTL_ADD, core_bell_.fd(), &ev);
     rc |= epoll_ctl(efd_, EPOLL_CTL_ADD, timerfd_, &ev);
     if (rc != 0) return *error = std::string("client: epoll_ctl: ") + std::strerror(errno), false;
-    if (mode_ == Progress::kThread) progress_thread_ = std::thread([this] { progress_thread_main(); });
+    if (mode_ == Progress::kThread) {
+      progress_thread_ = std::thread([this] { progress_thread_main(); });
+      pthread_setname_np(progress_thread_.native_handle(), "rg-progress");
+    }
   }
   control_ = std::thread([this] { control_main(); });
+  // Named for top/ps and /proc/<pid>/task/*/comm (the idle-cost figures find them by these names).
+  pthread_setname_np(control_.native_handle(), "rg-control");
   return true;
 }
 

@@ -399,6 +399,51 @@ TYPED_TEST(CoreLoopTest, EchoAnswersEveryRequestWithItsBytes) {
   expect_device_clean(rig);
 }
 
+// A core its owner drives (the client's kCaller / kThread modes): progress_st does a whole turn, control's
+// ring included, on every call; idle_for_sleep_st refuses sleep while a command or a completion waits, and
+// a completion it finds is set aside (a CQE already on the CQ raises no event) and run by the next turn.
+// The fake rig only: owner-driven cores run on the verbs backend (mlx5 CQs cannot be armed).
+TEST(CoreLoopFake, OwnerDrivenTurnsAndTheSleepCheck) {
+  FakeRig rig;
+  FakeDevice& dev = rig.model();
+  EchoService svc;
+  Core<FakeRig, EchoService> core(rig, svc);
+  LoopbackConn& c = core.open();
+  core.res->control_mailbox().send_st(ToCore::adopt(c.handle()));
+  EXPECT_FALSE(core.loop->idle_for_sleep_st()) << "ADOPT waits on control's ring";
+  EXPECT_EQ(core.loop->progress_st(), 0u);
+  EXPECT_EQ(core.loop->owned_st(), 1u) << "one turn read control's ring";
+  dev.run_all();
+  while (core.cq().pending() != 0) core.loop->progress_st();
+  EXPECT_TRUE(core.loop->idle_for_sleep_st());
+
+  const std::vector<std::uint8_t> p = pattern(100, 7);
+  ASSERT_TRUE(c.peer().send(inline_request(1, 42, p)));
+  dev.run_all();
+  ASSERT_GT(core.cq().pending(), 0u);
+  EXPECT_FALSE(core.loop->idle_for_sleep_st()) << "a request's completion is on the CQ";
+  EXPECT_EQ(core.cq().pending(), 0u) << "the check took it off the CQ";
+  EXPECT_EQ(svc.requests, 0u) << "the check ran nothing";
+  EXPECT_FALSE(core.loop->idle_for_sleep_st()) << "still set aside";
+  EXPECT_GE(core.loop->progress_st(), 1u);
+  EXPECT_EQ(svc.requests, 1u);
+  for (int i = 0; i < 100 && c.peer().inbox.empty(); ++i) {
+    dev.run_all();
+    c.peer().poll();
+    core.loop->progress_st();
+  }
+  ASSERT_EQ(c.peer().inbox.size(), 1u);
+  EXPECT_EQ(c.peer().inbox.front().cookie, 42u);
+  EXPECT_EQ(c.peer().inbox.front().payload, p);
+  for (int i = 0; i < 100 && (dev.run_all() != 0 || core.cq().pending() != 0); ++i) core.loop->progress_st();
+  EXPECT_TRUE(core.loop->idle_for_sleep_st());
+  expect_no_core_errors(core.counters());
+  core.close(c);
+  core.settle();
+  EXPECT_EQ(core.replies.closed_count(c.handle()), 1u);
+  expect_device_clean(rig);
+}
+
 // A burst of requests beyond what the peer's credits allow at once: the peer's machine queues the rest, the
 // answers return credits, every request is answered once, in order.
 TYPED_TEST(CoreLoopTest, EchoWindowBeyondTheCreditsDrainsInOrder) {

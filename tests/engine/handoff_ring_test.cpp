@@ -3,6 +3,7 @@
 #include "dataplane/handoff_ring.hpp"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <rte_lcore.h>
 
 #include <atomic>
@@ -428,6 +429,64 @@ TEST(ControlMailbox, DrainIsBoundedAndDropsInvalidReplies) {
 // pending FIFO are exercised, half a million connections adopted and closed (a million commands one way, half
 // a million CLOSED plus STATS back). Every connection must be closed exactly once, in the order control
 // closed them.
+bool readable(const Doorbell& b) {
+  pollfd p{b.fd(), POLLIN, 0};
+  return poll(&p, 1, 0) == 1;
+}
+
+// The wakeups of a side that sleeps (the client's caller-driven core, a control thread with sleep_when_idle):
+// a command or reply put on the ring rings the other side's bell, and the bell writes its eventfd only while
+// that side is armed, so a busy receiver costs the sender no syscall.
+TEST(Mailboxes, DoorbellsRingOnlyWhileTheReceiverSleeps) {
+  Pair p({8, 8});
+  ASSERT_EQ(p.rc, 0);
+  ControlMailbox control(p.h.to_core().take_producer(), p.h.to_control().take_consumer());
+  CoreMailbox<64> core(p.h.to_core().take_consumer(), p.h.to_control().take_producer());
+  Doorbell core_bell, control_bell;
+  ASSERT_TRUE(core_bell.valid());
+  control.set_wake(&core_bell);
+  core.set_wake(&control_bell);
+
+  EXPECT_TRUE(control.send_st(ToCore::adopt(ConnHandle{1})));  // the core is awake: no write
+  EXPECT_EQ(core_bell.rings(), 0u);
+  EXPECT_FALSE(readable(core_bell));
+  EXPECT_EQ(core.commands_waiting_st(), 1u);  // what the core's sleep check sees
+  RecordingCore handler;
+  core.check_st(handler);
+  EXPECT_EQ(core.commands_waiting_st(), 0u);
+
+  core_bell.arm();
+  EXPECT_TRUE(control.send_st(ToCore::close(ConnHandle{1}, CloseReason::kLocal)));
+  EXPECT_EQ(core_bell.rings(), 1u);
+  EXPECT_TRUE(readable(core_bell));
+  core_bell.disarm();
+  EXPECT_FALSE(readable(core_bell)) << "disarm empties the eventfd";
+
+  // Replies: the same for control.
+  EXPECT_FALSE(control.has_replies_st());
+  EXPECT_TRUE(core.closed_st(ConnHandle{1}));
+  EXPECT_EQ(control_bell.rings(), 0u);
+  EXPECT_TRUE(control.has_replies_st());
+  control_bell.arm();
+  EXPECT_TRUE(core.failed_st(ConnHandle{2}, FailureKind::kCompletion, 5));
+  EXPECT_EQ(control_bell.rings(), 1u);
+  EXPECT_TRUE(readable(control_bell));
+  control_bell.disarm();
+  RecordingControl replies;
+  EXPECT_EQ(control.drain_st(replies), 2u);
+  EXPECT_FALSE(control.has_replies_st());
+
+  // A backlogged command rings when flush_st puts it on the ring.
+  for (std::uint64_t i = 10; i < 40; ++i) control.send_st(ToCore::adopt(ConnHandle{i}));
+  ASSERT_TRUE(control.has_backlog_st());
+  core.check_st(handler);
+  core_bell.arm();
+  const std::uint64_t before = core_bell.rings();
+  control.flush_st();
+  EXPECT_GT(core_bell.rings(), before);
+  EXPECT_TRUE(readable(core_bell));
+}
+
 TEST(Mailboxes, ControlAndCoreThreadsHandOffAMillionCommands) {
   constexpr std::uint64_t kConns = 500'000;
   constexpr std::uint32_t kPending = 1024;
