@@ -1,24 +1,34 @@
 #pragma once
 // rdmagate client library: connect to one or more gateways and PUT / GET / DELETE objects, synchronously
 // or asynchronously. Built on the same engine as the gateway (control::Engine, active side, with
-// client/object_client_service.hpp as the data-plane service), so it polls, never takes interrupts, and
-// keeps to the same credit and protocol rules.
+// client/object_client_service.hpp as the data-plane service), so it polls (and, in kCaller and kThread,
+// sleeps on completion events when idle) and keeps to the same credit and protocol rules.
 //
-// Threads: create() initialises DPDK EAL if the process has not (a client embedded in a DPDK application
-// reuses its EAL) and starts `cores` data-plane lcores plus one control thread. Async callbacks run on a
-// data-plane lcore: they must be short and must not block; they may issue further *_async calls, which
-// then skip the submission ring. Sync calls may be made from any non-data-plane thread.
+// Threads (ClientConfig::progress, chosen at create()):
+//   - kCaller (default): no EAL, no hugepages needed, no pinned lcore. The one data-plane core runs when the
+//     caller calls progress() (sync calls call it themselves); callbacks run inside progress() on the
+//     caller's thread, and may submit (not call sync functions). One thread at a time uses the client. To
+//     sleep in an event loop: arm(); on kOk wait for event_fd() to become readable; then progress().
+//   - kThread: no EAL either; one internal, unpinned thread runs the core and the callbacks, and sleeps on
+//     the same event fd when idle. Any thread may call.
+//   - kEalLcores: create() initialises DPDK EAL if the process has not (a client embedded in a DPDK
+//     application reuses its EAL) and starts `cores` polling lcores. Callbacks run on a data-plane lcore.
+//     Derived EAL lcores (empty eal_args) keep off CPU 1, the gateway's default polling core.
+// Every mode has one control thread (rdma_cm, reconnects; "rg-control"), which sleeps when idle. Callbacks
+// must be short and must not block; they may issue further *_async calls, which then skip the submission
+// ring. Sync calls may be made from any thread but a data-plane one (kCaller: not from a callback).
 //
 // Inline or chunked: a PUT whose value fits the negotiated inline size is copied into the request; a
 // larger one is sent as a read chunk naming the caller's buffer (the gateway RDMA-READs it). A GET whose
 // buffer is larger than the inline size passes it as a write chunk (the gateway RDMA-WRITEs into it);
 // otherwise the value comes back inline and is copied into the buffer.
 //
-// Buffers: alloc_buffer() carves from the client's hugepage pool, registered once. Any other buffer is
+// Buffers: alloc_buffer() carves from the client's pool (EAL hugepages in kEalLcores; ordinary pages, 2 MiB
+// ones when the system has them free, in kCaller and kThread), registered once. Any other buffer is
 // registered on first use and cached (by page range) until release_buffer() or the client's end. Caller
-// memory must stay valid and untouched until the request's callback has run. A callback never registers:
-// non-pool memory it uses for a chunked request must have been used from a caller thread first (else
-// kRegistration).
+// memory must stay valid and untouched until the request's callback has run. A callback (but in kCaller,
+// where it runs on the caller's thread) never registers: non-pool memory it uses for a chunked request
+// must have been used from a caller thread first (else kRegistration).
 //
 // Keys: see docs/client.md "Key scope" for which remote keys are exposed, when, and what remains to do.
 //
@@ -99,7 +109,7 @@ struct ClientConfig {
   std::uint16_t queue_depth = 64;        // credits per connection
   std::uint32_t max_message = 4096;      // inline threshold offered in the handshake
   std::uint32_t max_inflight_per_conn = 32;
-  std::size_t pool_bytes = 64u << 20;    // hugepage pool for alloc_buffer()
+  std::size_t pool_bytes = 64u << 20;    // pool for alloc_buffer()
   std::chrono::milliseconds request_timeout{10000};
   std::chrono::milliseconds connect_timeout{10000};
 };
@@ -140,7 +150,7 @@ class Client {
   // to each gateway, docs/client.md), or false at the timeout.
   bool wait_connected(std::chrono::milliseconds timeout);
 
-  // Registered memory from the client's hugepage pool; empty span when the pool is exhausted.
+  // Registered memory from the client's pool; empty span when the pool is exhausted.
   std::span<std::byte> alloc_buffer(std::size_t bytes);
   void free_buffer(std::span<std::byte> buffer);
   // Drops the cached registration covering `data` (call before freeing memory that was used in requests).
@@ -152,7 +162,8 @@ class Client {
   Status get_async(std::string_view key, void* buffer, std::size_t capacity, Callback cb, void* arg);
   Status del_async(std::string_view key, Callback cb, void* arg);
 
-  // Sync: submit and wait for the answer (busy-waits with yields; call from a non-data-plane thread).
+  // Sync: submit and wait for the answer (kCaller: turns the core, then sleeps on the event fd; other modes:
+  // busy-waits with yields and naps; never from a data-plane thread or a callback).
   Result put(std::string_view key, const void* value, std::size_t size);
   Result get(std::string_view key, void* buffer, std::size_t capacity);
   Result del(std::string_view key);
