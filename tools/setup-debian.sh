@@ -10,8 +10,15 @@ PKGS=(
   libibverbs-dev librdmacm-dev libdpdk-dev libhwloc-dev prometheus-cpp-dev
   libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libsystemd-dev nlohmann-json3-dev
+  # xxHash, header only (client/placement.cpp compiles it inline)
+  libxxhash-dev
   # deploy/ checks (tests/deploy): YAML parsing and the Kubernetes API field names of the manifests
   python3-yaml python3-kubernetes
+  # Debian packages of rdmagate (debian/, dpkg-buildpackage in tools/test-all): debhelper with the CMake
+  # build, pybuild for the pure-Python client package (pyproject.toml through setuptools)
+  debhelper dh-python python3-all python3-setuptools pybuild-plugin-pyproject
+  # the Python client package's tests; the man pages' check renders them with groff and man --warnings
+  python3-pytest groff-base man-db
   # rxe guest harness (tools/rxe-vm): emulator, initramfs tools, RDMA userspace that goes into the guest
   qemu-system-x86 busybox-static cpio kmod gzip
   ibverbs-utils rdmacm-utils perftest ibverbs-providers libibverbs1 librdmacm1 iproute2
