@@ -2,7 +2,6 @@
 to build or install beside the library)."""
 
 import ctypes
-import ctypes.util
 import os
 import threading
 
@@ -33,6 +32,8 @@ def _candidates():
     explicit = os.environ.get("RDMAGATE_CLIENT_LIB")
     if explicit:
         return [("$RDMAGATE_CLIENT_LIB", explicit)]
+    import ctypes.util  # here: it imports subprocess and friends, needed only for this search
+
     found = ctypes.util.find_library("rdmagate-client")
     tried = [("find_library('rdmagate-client')", found)] if found else []
     return tried + [("SONAME", "librdmagate-client.so.1")]
