@@ -72,12 +72,13 @@ class ClientExamples : public ::testing::Test {
     argv.push_back(std::to_string(g_rdma_port));
     const std::string log = g_dir + "/" + name + ".log";
     Child c;
-    const std::vector<std::string> env = {"PYTHONPATH=" RDMAGATE_SOURCE_DIR "/client/python",
-                                          "RDMAGATE_CLIENT_LIB=" RDMAGATE_CLIENT_LIB,
-                                          "PYTHONPYCACHEPREFIX=" + g_dir + "/pycache",
-                                          // The examples' build RUNPATH may name the build directory through
-                                          // a symbolic link the guest does not have.
-                                          "LD_LIBRARY_PATH=" RDMAGATE_CLIENT_LIB_DIR};
+    const std::vector<std::string> env = {
+        "PYTHONPATH=" RDMAGATE_SOURCE_DIR "/client/python", "RDMAGATE_CLIENT_LIB=" RDMAGATE_CLIENT_LIB,
+        // Bytecode of the standard library comes with the guest image; none is written into the repository.
+        "PYTHONDONTWRITEBYTECODE=1",
+        // The examples' build RUNPATH may name the build directory through
+        // a symbolic link the guest does not have.
+        "LD_LIBRARY_PATH=" RDMAGATE_CLIENT_LIB_DIR};
     if (!spawn(&c, argv, log, env)) return *output = "posix_spawn " + argv[0] + " failed", -1;
     const auto t0 = std::chrono::steady_clock::now();
     const int rc = c.wait_exit(180s);
