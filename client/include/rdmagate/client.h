@@ -18,10 +18,13 @@
  *  - Status codes 0..999 have the numbers of the C++ rdmagate::client::Status and 1000.. are this API's own;
  *    numbers never change meaning, new codes may appear in a minor version (rdmagate_strerror names every code
  *    and returns a generic text for one it does not know).
- *  - A minor version may add functions, options, status codes, enum values and stats fields. Removing or
- *    changing the signature or meaning of any function, enum value or field bumps the SOVERSION.
- *  - Only symbols named rdmagate_* are exported from C; every function returns a status or a documented value
- *    and no C++ exception ever leaves one of them.
+ *  - A minor version may add functions, options, status codes, enum values and stats fields (and raises
+ *    RDMAGATE_C_API_VERSION); a function added later gets a new symbol version node (RDMAGATE_CLIENT_1.1, ...,
+ *    client/rdmagate-client.map), so a program that uses it fails to load on an older library instead of
+ *    failing at the call. Removing or changing the signature or meaning of any function, enum value or
+ *    field bumps the SOVERSION.
+ *  - Only symbols named rdmagate_* are exported from C (all under the version node RDMAGATE_CLIENT_1);
+ *    every function returns a status or a documented value and no C++ exception ever leaves one of them.
  */
 #ifndef RDMAGATE_CLIENT_H
 #define RDMAGATE_CLIENT_H
