@@ -147,8 +147,10 @@ struct rdmagate_config {
 };
 
 struct rdmagate_client {
-  std::unique_ptr<cl::Client> client;
+  // Declared first, destroyed last: the client's destructor completes what is in flight (kShutdown) through
+  // records of this pool.
   std::unique_ptr<CompletionPool> completions;
+  std::unique_ptr<cl::Client> client;
 };
 
 namespace {
@@ -436,7 +438,7 @@ int rdmagate_client_create(const rdmagate_config* config, rdmagate_client** clie
 }
 
 void rdmagate_client_destroy(rdmagate_client* client) {
-  // The C++ destructor runs the callbacks still pending (kShutdown) and does not throw; the pool outlives it.
+  // The C++ destructor runs the callbacks still pending (kShutdown) and does not throw.
   delete client;
 }
 
