@@ -1,7 +1,8 @@
 // client_examples_test: the programs of examples/ (C, C++, Python) and the Python package's guest check
 // (tests/rdma/python_client_check.py) against the real rdmagate daemon, each a separate process in the
-// default no-EAL caller-thread mode of the client library (librdmagate-client.so.1 from this build tree).
-// The C example sleeps on the client's event fd between operations; the Python check does too.
+// default no-EAL caller-thread mode of the client library (librdmagate-client.so.1 from this build tree), and
+// the C API's asynchronous paths (tests/rdma/c_api_guest_check.c). The C example sleeps on the client's event
+// fd between operations; the Python check does too.
 //
 // The binary re-executes itself as the daemon ("daemon ...": daemon/gateway_main.cpp linked in), so its ldd
 // closure, which tools/rdma-suite brings into the guest, carries the libraries the examples and the shared
@@ -118,6 +119,14 @@ TEST_F(ClientExamples, CProgramSleepsOnTheEventFd) {
   std::string out;
   ASSERT_EQ(run("example_c", {RDMAGATE_EXAMPLE_C}, &out), 0) << out;
   expect_every_size(out, "example-c-");
+}
+
+// Beyond the example: callbacks that submit, TOO_SMALL in a callback, an older caller's stats struct, destroy
+// with requests in flight (tests/rdma/c_api_guest_check.c).
+TEST_F(ClientExamples, CApiAsyncPaths) {
+  std::string out;
+  ASSERT_EQ(run("c_api_check", {RDMAGATE_C_API_CHECK}, &out), 0) << out;
+  EXPECT_NE(out.find("c_api_guest_check: all checks passed"), std::string::npos) << out;
 }
 
 TEST_F(ClientExamples, CppProgram) {
