@@ -175,10 +175,40 @@ TEST_F(BenchCli, GetWithTheBandwidthPresetAndLongEqualsFlags) {
   EXPECT_EQ(s.at("preset"), "bw");
   EXPECT_EQ(s.at("sizes"), json::array({65536})) << "an explicit -s wins over the preset's 1 MiB";
   EXPECT_EQ(s.at("qd"), 8) << "the preset's depth";
-  EXPECT_EQ(s.at("progress"), "eal_lcores");
+  EXPECT_EQ(s.at("progress"), "eal") << "the bench's default: the high-rate mode";
   EXPECT_TRUE(s.at("verify").get<bool>());
   ASSERT_EQ(j.at("rows").size(), 1u);
   EXPECT_GT(j.at("rows").at(0).at("mb_per_s").get<double>(), 0.0);
+}
+
+// --progress picks the client library's mode: each moves verified mixed traffic, inline and chunked, and the
+// JSON names the mode it ran.
+TEST_F(BenchCli, EveryClientProgressModeMovesVerifiedTraffic) {
+  for (const char* mode : {"eal", "thread", "caller"}) {
+    const std::string out = dir_ + "/mixed-" + mode + ".json";
+    std::string text;
+    const int rc = bench({"mixed",      "--verify",
+                          "-s",         "64,64k",
+                          "-n",         "3000",
+                          "-t",         "4",
+                          "--warmup",   "0.2",
+                          "--progress", mode,
+                          "-d",         rdmagate::testfix::rdma_device(),
+                          "-p",         std::to_string(g_rdma_port),
+                          "--quiet",    "--json",
+                          out,          rxe_addr()},
+                         &text);
+    ASSERT_EQ(rc, 0) << mode << ":\n" << text;
+    const json j = json::parse(read_file(out));
+    expect_common_fields(j);
+    EXPECT_EQ(j.at("settings").at("progress"), mode);
+    ASSERT_EQ(j.at("rows").size(), 2u) << mode;
+    for (const json& row : j.at("rows")) {
+      EXPECT_GE(row.at("ops").get<std::uint64_t>(), 3000u) << mode;
+      EXPECT_GT(row.at("gets").get<std::uint64_t>(), 0u) << mode;
+      EXPECT_GT(row.at("puts").get<std::uint64_t>(), 0u) << mode;
+    }
+  }
 }
 
 TEST_F(BenchCli, UsageErrorsExitTwoBeforeTouchingTheDevice) {

@@ -416,6 +416,7 @@ struct Slot {
 struct KvRun {
   const Options* o = nullptr;
   client::Client* cl = nullptr;
+  bool caller = false;  // kCaller: the driving thread runs the client (pump)
   std::uint64_t size = 0;
   std::uint64_t keys = 0;
   std::uint64_t get_threshold = 0;  // mixed: rng < threshold -> GET
@@ -501,8 +502,9 @@ bool issue_st(Slot& s) noexcept {
     st = run.cl->del_async(key, on_done, &s);
   }
   if (st != client::Status::kOk) {
-    Lane& l = run.lane();
-    add(l.by_status[kSubmitRefused]);
+    // Refusals come from the driving and starting threads too (the one lane for non-EAL threads): an atomic
+    // add, rare enough to cost nothing.
+    run.lane().by_status[kSubmitRefused].fetch_add(1, std::memory_order_relaxed);
     // Parked: the driving thread reissues it shortly (a busy ring or a connection not up yet).
     s.retry = true;
     s.parked.store(true, std::memory_order_release);
@@ -571,11 +573,30 @@ Snapshot snapshot(const std::vector<std::unique_ptr<Lane>>& lanes) {
   return s;
 }
 
+// Waits about `d` while the slots run: the caller's thread is the client's core in kCaller (it polls, and
+// the callbacks run here); the other modes progress on their own threads.
+void pump(KvRun& run, std::chrono::milliseconds d) {
+  if (!run.caller) {
+    std::this_thread::sleep_for(d);
+    return;
+  }
+  const auto until = Clock::now() + d;
+  do {
+    run.cl->progress();
+  } while (Clock::now() < until);
+}
+
 // Starts every slot from `threads` fresh threads: the client binds a thread to a core (round robin) at its
 // first submission, so each thread's slots land on a different core and stay there (callbacks reissue on
-// their own core).
+// their own core). kCaller: on this thread, the one that progresses the client.
 void start_slots(KvRun& run, std::vector<Slot>& slots, unsigned threads) {
   run.active.store(static_cast<std::int64_t>(slots.size()), std::memory_order_release);
+  if (run.caller) {
+    for (Slot& s : slots) {
+      if (!issue_st(s)) run.active.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    return;
+  }
   std::vector<std::thread> ts;
   for (unsigned t = 0; t < threads; ++t) {
     ts.emplace_back([&, t] {
@@ -605,7 +626,7 @@ bool drain(KvRun& run, std::vector<Slot>& slots, std::chrono::seconds timeout) {
   while (run.active.load(std::memory_order_acquire) > 0) {
     unpark(run, slots);  // a parked slot sees `stop` and goes inactive
     if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    pump(run, std::chrono::milliseconds(1));
   }
   return true;
 }
@@ -620,7 +641,7 @@ void drive(KvRun& run, std::vector<Slot>& slots, const std::vector<std::unique_p
   Snapshot prev = snapshot(lanes);
   while (!done()) {
     if (interrupted(o)) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    pump(run, std::chrono::milliseconds(5));
     unpark(run, slots);
     const auto now = Clock::now();
     if (now - last >= std::chrono::seconds(1)) {
@@ -640,10 +661,23 @@ bool run_kv(const Options& o, Report* rep) {
   client::ClientConfig cc;
   cc.gateways.push_back(client::Endpoint{o.server, o.port});
   cc.device = o.device;
-  // The bench is a high-rate client: pinned polling lcores on its own EAL, whatever the library's default.
-  cc.progress = client::Progress::kEalLcores;
-  cc.lcores = o.lcores;
-  cc.cores = static_cast<unsigned>(o.lcores.size());
+  // The bench is a high-rate client: pinned polling lcores on its own EAL unless --progress says otherwise
+  // (the library's own default is kCaller).
+  switch (o.client_progress) {
+    case ClientProgress::kEalLcores:
+      cc.progress = client::Progress::kEalLcores;
+      cc.lcores = o.lcores;
+      cc.cores = static_cast<unsigned>(o.lcores.size());
+      break;
+    case ClientProgress::kThread:
+      cc.progress = client::Progress::kThread;
+      cc.cores = 1;
+      break;
+    case ClientProgress::kCaller:
+      cc.progress = client::Progress::kCaller;
+      cc.cores = 1;
+      break;
+  }
   cc.yield_when_idle = o.yield;
   cc.connections_per_gateway = o.connections;
   cc.max_inflight_per_conn = o.qd;
@@ -671,6 +705,7 @@ bool run_kv(const Options& o, Report* rep) {
     auto run = std::make_unique<KvRun>();
     run->o = &o;
     run->cl = cl.get();
+    run->caller = o.client_progress == ClientProgress::kCaller;
     run->size = size;
     run->keys = o.keys != 0 ? o.keys : auto_keys(size);
     row.keys = run->keys;

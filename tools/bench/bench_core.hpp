@@ -101,7 +101,6 @@ struct RunInfo {
   bool all_sizes = false;
   std::string lcores_map;  // the EAL --lcores map the bench ran with
   std::string json_path;
-  std::string progress_mode = "eal_lcores";  // the client library's progress mode (put/get/mixed)
 };
 
 void print_table(std::FILE* out, const Report& r);

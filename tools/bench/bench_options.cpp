@@ -58,6 +58,18 @@ const char* preset_name(Preset p) noexcept {
   return "?";
 }
 
+const char* client_progress_name(ClientProgress p) noexcept {
+  switch (p) {
+    case ClientProgress::kEalLcores:
+      return "eal";
+    case ClientProgress::kThread:
+      return "thread";
+    case ClientProgress::kCaller:
+      return "caller";
+  }
+  return "?";
+}
+
 std::string version_string() {
   return std::string(control::version_string());
 }
@@ -98,6 +110,9 @@ std::string usage_text() {
          "  --keys N                 key space (default: about 32 MiB of values, 16..10000 keys)\n"
          "  --ratio R                mixed: fraction of GETs (0.5)\n"
          "  --cores N                data-plane cores of the bench (1)\n"
+         "  --progress MODE          put/get/mixed: how the client library runs: eal (pinned polling EAL\n"
+         "                           lcores, the default), thread (its own unpinned thread) or caller (this\n"
+         "                           thread polls); thread and caller run one core\n"
          "  --lcores L               EAL --lcores map, e.g. 0@0,1@2: the lowest lcore is the main (control)\n"
          "                           thread, the others the data-plane cores (default: off the gateway's\n"
          "                           default CPUs 0 and 1 when there are CPUs to spare; see docs/bench.md)\n"
@@ -176,6 +191,7 @@ enum LongOnly : int {
   kOptConnectTimeout,
   kOptJson,
   kOptQuiet,
+  kOptProgress,
 };
 
 constexpr char kShortOpts[] = ":s:an:D:q:t:d:p:c:RFVh";
@@ -212,6 +228,7 @@ const option kLongOpts[] = {
     {"connect-timeout", required_argument, nullptr, kOptConnectTimeout},
     {"json", required_argument, nullptr, kOptJson},
     {"quiet", no_argument, nullptr, kOptQuiet},
+    {"progress", required_argument, nullptr, kOptProgress},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -368,6 +385,17 @@ CliParse parse_cli(int argc, char* const* argv, const CliEnv& env) {
       case kOptQuiet:
         o.progress = false;
         break;
+      case kOptProgress:
+        if (std::strcmp(v, "eal") == 0) {
+          o.client_progress = ClientProgress::kEalLcores;
+        } else if (std::strcmp(v, "thread") == 0) {
+          o.client_progress = ClientProgress::kThread;
+        } else if (std::strcmp(v, "caller") == 0) {
+          o.client_progress = ClientProgress::kCaller;
+        } else {
+          return fail("--progress " + std::string(v) + ": eal, thread or caller");
+        }
+        break;
       default:
         return fail("unhandled option " + flag_name(ch));
     }
@@ -409,6 +437,13 @@ CliParse parse_cli(int argc, char* const* argv, const CliEnv& env) {
     return fail("no gateway address: give ADDR or --server ADDR (or set RDMAGATE_RXE_ADDR)");
 
   if (o.mode != Mode::kMixed && given.count(kOptRatio) != 0) return fail("--ratio applies to mixed only");
+  if (given.count(kOptProgress) != 0 && !uses_client(o.mode)) {
+    return fail("--progress applies to put, get and mixed (echo and sink drive the engine directly)");
+  }
+  if (o.client_progress != ClientProgress::kEalLcores && c.cores != 1) {
+    return fail("--progress " + std::string(client_progress_name(o.client_progress)) +
+                " runs one core: --cores 1 (eal for more)");
+  }
   if (c.all_sizes && given.count('s') != 0) return fail("-a/--all and -s/--size exclude each other");
   if (given.count('n') != 0 && given.count('D') != 0) {
     return fail("-n/--iterations and -D/--duration exclude each other");

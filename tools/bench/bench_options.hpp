@@ -18,6 +18,10 @@ inline bool uses_client(Mode m) noexcept {
   return m == Mode::kPut || m == Mode::kGet || m == Mode::kMixed;
 }
 
+// How put/get/mixed drive the client library (client::Progress): the bench's default is the high-rate mode.
+enum class ClientProgress : std::uint8_t { kEalLcores = 0, kThread = 1, kCaller = 2 };
+const char* client_progress_name(ClientProgress p) noexcept;  // "eal", "thread", "caller"
+
 struct Options {
   Mode mode = Mode::kGet;
   std::string server;  // gateway address (IPv4/IPv6 literal)
@@ -36,6 +40,7 @@ struct Options {
   std::string device;            // empty: the only device
   bool yield = false;            // IdlePolicy::kYield on the bench's cores (shared CPUs)
   bool verify = false;
+  ClientProgress client_progress = ClientProgress::kEalLcores;
   bool progress = true;              // a line per second on stderr
   std::uint32_t max_message = 4096;  // inline threshold offered (client) / message size floor (echo)
   double connect_timeout_s = 20.0;

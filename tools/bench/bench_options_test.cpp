@@ -113,6 +113,9 @@ TEST(BenchCli, UnknownFlagsAndMissingValuesAreUsageErrors) {
       {{"get", "1.1.1.1", "-c", "UD"}, "RC (reliable-connected) queue pairs only"},
       {{"get", "1.1.1.1", "--preset", "fast"}, "--preset fast: lat or bw"},
       {{"get", "1.1.1.1", "--ratio", "0.3"}, "--ratio applies to mixed only"},
+      {{"get", "1.1.1.1", "--progress", "poll"}, "--progress poll: eal, thread or caller"},
+      {{"echo", "1.1.1.1", "--progress", "caller"}, "--progress applies to put, get and mixed"},
+      {{"get", "1.1.1.1", "--progress=thread", "--cores", "2"}, "--progress thread runs one core"},
       {{"get", "1.1.1.1", "-a", "-s", "64"}, "exclude each other"},
       {{"1.1.1.1"}, "no MODE given"},
       {{"gett", "1.1.1.1"}, "unknown mode 'gett'"},
@@ -201,6 +204,16 @@ TEST(BenchCli, AllSizesArePowersOfTwoWithinTheModesLimit) {
   // echo: inline, 4096 B messages with a 40 B header: the largest power of two that fits is 2048.
   EXPECT_EQ(parse({"echo", "1.1.1.1", "-a"}).cli.bench.sizes.back(), 2048u);
   EXPECT_EQ(parse({"echo", "1.1.1.1", "-a", "--max-message", "8192"}).cli.bench.sizes.back(), 4096u);
+}
+
+TEST(BenchCli, ProgressModeOfTheClientLibrary) {
+  EXPECT_EQ(parse({"get", "1.1.1.1"}).cli.bench.client_progress, ClientProgress::kEalLcores)
+      << "the bench is a high-rate client by default";
+  EXPECT_EQ(parse({"put", "1.1.1.1", "--progress", "thread"}).cli.bench.client_progress,
+            ClientProgress::kThread);
+  EXPECT_EQ(parse({"mixed", "1.1.1.1", "--progress=caller"}).cli.bench.client_progress,
+            ClientProgress::kCaller);
+  EXPECT_EQ(parse({"get", "1.1.1.1", "--progress", "eal", "--cores", "2"}).action, CliAction::kRun);
 }
 
 TEST(BenchCli, ParsesAgainAfterAnotherParse) {
@@ -323,6 +336,12 @@ TEST(BenchReport, JsonCarriesVersionDeviceTimeHostAndEverySetting) {
   info.command = "rdmagate-bench echo -s 64";
   info.preset = Preset::kLatency;
   info.lcores_map = "0@0,1@0";
+  const nlohmann::json echo = nlohmann::json::parse(to_json(sample_report(), info));
+  EXPECT_TRUE(echo.at("settings").at("progress").is_null()) << "echo does not use the client library";
+  Report get = sample_report();
+  get.options.mode = Mode::kGet;
+  get.options.client_progress = ClientProgress::kThread;
+  EXPECT_EQ(nlohmann::json::parse(to_json(get, info)).at("settings").at("progress"), "thread");
   const nlohmann::json j = nlohmann::json::parse(to_json(sample_report(), info));
   EXPECT_EQ(j.at("version"), version_string());
   EXPECT_EQ(j.at("device"), "rxe0");

@@ -129,7 +129,7 @@ std::string to_json(const Report& r, const RunInfo& info) {
   s["cores"] = o.lcores.size();
   s["lcores"] = info.lcores_map;
   s["data_lcores"] = o.lcores;
-  s["progress"] = uses_client(o.mode) ? json(info.progress_mode) : json(nullptr);
+  s["progress"] = uses_client(o.mode) ? json(client_progress_name(o.client_progress)) : json(nullptr);
   s["yield"] = o.yield;
   s["verify"] = o.verify;
   s["max_message"] = o.max_message;
