@@ -157,6 +157,13 @@ thread_local ThreadCore tl_core;
 
 constexpr std::size_t kPoolAlign = 64;
 
+// Owner-driven progress waiting for completions (kCaller's sync calls, kThread's thread): spin, yield after
+// kYieldUs, sleep on the event fd after kSleepAfterUs. On rxe a CQ event's wakeup can take milliseconds (the
+// kernel's tasklet behind it competes with polling threads), far more than a round trip, so the spin covers
+// several round trips before the fd is trusted.
+constexpr std::uint64_t kYieldUs = 20;
+constexpr std::uint64_t kSleepAfterUs = 1000;
+
 }  // namespace
 
 // ---- the implementation ----------------------------------------------------------------------------------
@@ -508,7 +515,9 @@ Status ClientImpl::arm_st() {
   core_bell_.arm();
   if (ibv_req_notify_cq(armable_cq_, 0) != 0) return Status::kBusy;
   ObjectClientService& svc = *services_[0];
-  const bool idle = !timers_due_ && runner_->idle_for_sleep_st() && !svc.submissions_waiting_st();
+  // stop_progress_ too: the destructor's ring may come before this arm (kThread's loop checked it earlier).
+  const bool idle = !timers_due_ && !stop_progress_.load(std::memory_order_acquire) &&
+                    runner_->idle_for_sleep_st() && !svc.submissions_waiting_st();
   // Request deadlines: while requests are open the timer fires every request_timeout / 8 (at least 1 ms),
   // so a timeout is seen at most that late; with nothing open it is off and an idle client never wakes.
   itimerspec its{};
@@ -528,19 +537,24 @@ void ClientImpl::sleep_st(int timeout_ms) {
 }
 
 void ClientImpl::progress_thread_main() {
-  // Poll while there is traffic; after a run of empty turns, sleep on the event fd (an idle client costs
-  // no CPU). The run is short: a turn is well under a microsecond, and the request that ends a sleep pays
-  // one wakeup.
-  constexpr unsigned kSpinTurns = 256;
-  unsigned empty = 0;
+  // Turn while there is traffic; after kSleepAfterUs without a completion, sleep on the event fd (an idle
+  // client costs no CPU). Yielding in between lets the callers' threads and the kernel's RDMA work share the
+  // CPU. Timed, not counted: a turn on an empty CQ takes tens of nanoseconds.
+  const std::uint64_t yield_after = tsc_hz_ * kYieldUs / 1'000'000;
+  const std::uint64_t sleep_after = tsc_hz_ * kSleepAfterUs / 1'000'000;
+  std::uint64_t last = rte_rdtsc();
   while (!stop_progress_.load(std::memory_order_acquire)) {
     if (progress_turn() != 0) {
-      empty = 0;
+      last = rte_rdtsc();
       continue;
     }
-    if (++empty < kSpinTurns) continue;
-    empty = 0;
-    sleep_st(-1);
+    const std::uint64_t idle = rte_rdtsc() - last;
+    if (idle >= sleep_after) {
+      sleep_st(-1);
+      last = rte_rdtsc();
+    } else if (idle >= yield_after) {
+      std::this_thread::yield();
+    }
   }
 }
 
@@ -881,12 +895,21 @@ Result ClientImpl::submit_sync(protocol::ObjectOp op, std::string_view key, void
     return r;
   }
   if (mode_ == Progress::kCaller) {
-    // This thread is the core: turn it until the answer. Spin first (an inline answer takes microseconds),
-    // then sleep on the event fd between turns: a spinning caller would take the CPU it shares with the
-    // kernel's RDMA work (rxe) and the gateway.
-    constexpr unsigned kSpinTurns = 2048;
-    for (unsigned i = 0; !w.done.load(std::memory_order_acquire); ++i) {
-      if (progress_turn() == 0 && i >= kSpinTurns) sleep_st(-1);
+    // This thread is the core: turn it until the answer. Spin (an inline answer takes tens of microseconds),
+    // yielding after the first kYieldUs so that kernel work on this CPU (rxe's, the gateway's) runs, then
+    // sleep on the event fd. Timed, not counted: a turn on an empty CQ takes tens of nanoseconds.
+    const std::uint64_t yield_after = tsc_hz_ * kYieldUs / 1'000'000;
+    const std::uint64_t sleep_after = tsc_hz_ * kSleepAfterUs / 1'000'000;
+    std::uint64_t t0 = rte_rdtsc();
+    while (!w.done.load(std::memory_order_acquire)) {
+      if (progress_turn() != 0) continue;
+      const std::uint64_t spent = rte_rdtsc() - t0;
+      if (spent >= sleep_after) {
+        sleep_st(-1);
+        t0 = rte_rdtsc();
+      } else if (spent >= yield_after) {
+        std::this_thread::yield();
+      }
     }
     return w.result;
   }

@@ -351,6 +351,7 @@ void Engine::poll_st(int timeout_ms) {
   if (reply_bell_) {
     // Arm the bell, then look at the rings once more: a reply put there before the arm rang nothing.
     reply_bell_->arm();
+    if (wake_pending_.exchange(false, std::memory_order_acq_rel)) timeout_ms = 0;
     for (auto& core : cores_) {
       const dataplane::ControlMailbox& mb = core->control_mailbox();
       if (mb.has_replies_st()) timeout_ms = 0;

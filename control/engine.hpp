@@ -247,9 +247,12 @@ class Engine {
   CoreRunner& runner(std::size_t i) noexcept { return *runners_[i]; }
   // CoreDriver::kOwner: the completion channel every core's CQ reports to once armed (non-blocking fd).
   ibv_comp_channel* cq_channel() const noexcept { return cq_channel_; }
-  // sleep_when_idle: makes the control thread's current or next poll_st return soon. Any thread.
+  // sleep_when_idle: makes the control thread's current or next poll_st return soon. Any thread. The flag
+  // covers a wake() that comes before poll_st arms the bell (the owner's loop checks its own flags first).
   void wake() noexcept {
-    if (reply_bell_) reply_bell_->ring();
+    if (!reply_bell_) return;
+    wake_pending_.store(true, std::memory_order_release);
+    reply_bell_->ring();
   }
 
   // Passive: listen on addr (IPv4 or IPv6 literal) and port (0: ephemeral). Returns the bound port or 0.
@@ -349,6 +352,7 @@ class Engine {
   rdma_event_channel* channel_ = nullptr;
   ibv_comp_channel* cq_channel_ = nullptr;            // CoreDriver::kOwner
   std::unique_ptr<dataplane::Doorbell> reply_bell_;  // sleep_when_idle
+  std::atomic<bool> wake_pending_{false};            // wake() since the last poll_st
   int epfd_ = -1;
   int timerfd_ = -1;
   std::unique_ptr<AsyncInbox> async_inbox_;  // this engine's share of the device's async events
