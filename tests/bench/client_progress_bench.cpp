@@ -65,6 +65,19 @@ struct Latency {
   double p50_us = 0, avg_us = 0, p99_us = 0, min_us = 0;
 };
 
+// The summary of round trips measured after the warm-up (sorts `us`).
+Latency summarize(std::vector<double>& us) {
+  std::sort(us.begin(), us.end());
+  Latency l;
+  l.p50_us = us[us.size() / 2];
+  l.p99_us = us[us.size() * 99 / 100];
+  l.min_us = us.front();
+  double sum = 0;
+  for (double v : us) sum += v;
+  l.avg_us = sum / static_cast<double>(us.size());
+  return l;
+}
+
 Latency sync_get_latency(Client& cl, const std::string& key, unsigned ops) {
   std::vector<double> us;
   us.reserve(ops);
@@ -80,15 +93,7 @@ Latency sync_get_latency(Client& cl, const std::string& key, unsigned ops) {
     if (i >= ops / 10)
       us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());  // warm-up dropped
   }
-  std::sort(us.begin(), us.end());
-  Latency l;
-  l.p50_us = us[us.size() / 2];
-  l.p99_us = us[us.size() * 99 / 100];
-  l.min_us = us.front();
-  double sum = 0;
-  for (double v : us) sum += v;
-  l.avg_us = sum / static_cast<double>(us.size());
-  return l;
+  return summarize(us);
 }
 
 // Round trips as a chain of callbacks (depth 1: each completion issues the next GET), timed on the thread the
@@ -144,15 +149,7 @@ Latency chained_get_latency(Client& cl, Progress mode, const std::string& key, u
     std::exit(1);
   }
   us.erase(us.begin(), us.begin() + ops / 10);  // warm-up
-  std::sort(us.begin(), us.end());
-  Latency l;
-  l.p50_us = us[us.size() / 2];
-  l.p99_us = us[us.size() * 99 / 100];
-  l.min_us = us.front();
-  double sum = 0;
-  for (double v : us) sum += v;
-  l.avg_us = sum / static_cast<double>(us.size());
-  return l;
+  return summarize(us);
 }
 
 // A closed loop: every completion issues the next GET until the deadline.

@@ -42,16 +42,8 @@ class BenchCli : public ::testing::Test {
     // The gateway's shipped defaults where they matter here: control on CPU 0, its core on CPU 1.
     const std::string yaml = dir_ + "/rdmagate.yaml";
     gw_log_ = dir_ + "/rdmagate.log";
-    write_file(yaml, "eal:\n  main_lcore: 0\nlisten:\n  addresses: [\"" + rxe_addr() +
-                         "\"]\n  port: " + std::to_string(g_rdma_port) +
-                         "\ndataplane:\n  cores: [1]\n  idle_policy: yield\n  max_connections_per_core: 8\n"
-                         "store:\n  capacity_mib: 64\ntelemetry:\n  bind_address: \"127.0.0.1\"\n  port: " +
-                         std::to_string(g_http_port) +
-                         "\nsecurity:\n  allowed_clients: [\"198.18.0.0/15\"]\nlogging:\n  level: info\n");
-    ASSERT_TRUE(spawn(&gw_, {g_self, "daemon", "--config", yaml}, gw_log_));
-    ASSERT_TRUE(
-        wait_for([&] { return !gw_.running() || http_get(g_http_port, "/readyz").status == 200; }, 120s) &&
-        gw_.running())
+    ASSERT_TRUE(start_test_gateway(
+        &gw_, g_self, yaml, test_gateway_yaml(rxe_addr(), g_rdma_port, g_http_port), gw_log_, g_http_port))
         << "the gateway did not become ready; log:\n"
         << read_file(gw_log_);
   }

@@ -28,11 +28,10 @@ namespace {
 using namespace std::chrono_literals;
 using rdmagate::testfix::rxe_addr;
 using rdmagate::testfix::proc::Child;
-using rdmagate::testfix::proc::http_get;
 using rdmagate::testfix::proc::read_file;
 using rdmagate::testfix::proc::spawn;
-using rdmagate::testfix::proc::wait_for;
-using rdmagate::testfix::proc::write_file;
+using rdmagate::testfix::proc::start_test_gateway;
+using rdmagate::testfix::proc::test_gateway_yaml;
 
 std::string g_self;
 std::string g_dir;
@@ -47,16 +46,8 @@ class ClientExamples : public ::testing::Test {
     daemon_ = new Child;
     const std::string yaml = g_dir + "/rdmagate.yaml";
     log_ = g_dir + "/rdmagate.log";
-    write_file(yaml, "eal:\n  main_lcore: 0\nlisten:\n  addresses: [\"" + rxe_addr() +
-                         "\"]\n  port: " + std::to_string(g_rdma_port) +
-                         "\ndataplane:\n  cores: [1]\n  idle_policy: yield\n  max_connections_per_core: 8\n"
-                         "store:\n  capacity_mib: 64\ntelemetry:\n  bind_address: \"127.0.0.1\"\n  port: " +
-                         std::to_string(g_http_port) +
-                         "\nsecurity:\n  allowed_clients: [\"198.18.0.0/15\"]\nlogging:\n  level: info\n");
-    ready_ = spawn(daemon_, {g_self, "daemon", "--config", yaml}, log_) &&
-             wait_for([] { return !daemon_->running() || http_get(g_http_port, "/readyz").status == 200; },
-                      120s) &&
-             daemon_->running();
+    ready_ = start_test_gateway(daemon_, g_self, yaml,
+                                test_gateway_yaml(rxe_addr(), g_rdma_port, g_http_port), log_, g_http_port);
   }
   static void TearDownTestSuite() {
     delete daemon_;

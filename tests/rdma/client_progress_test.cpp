@@ -73,15 +73,11 @@ class ClientProgress : public ::testing::Test {
     yaml_ = "/tmp/cpt_" + tag + ".yaml";
     log_ = "/tmp/cpt_" + tag + ".log";
     // The gateway polls on lcore 1 (CPU 1), its control on CPU 0: the shipped default placement.
-    write_file(yaml_, "eal:\n  main_lcore: 0\nlisten:\n  addresses: [\"" + testfix::rxe_addr() +
-                          "\"]\n  port: " + std::to_string(g_rdma_port) +
-                          "\ndataplane:\n  cores: [1]\n  idle_policy: yield\n  max_connections_per_core: 8\n"
-                          "store:\n  capacity_mib: 64\n  max_value_bytes: 4194304\n"
-                          "telemetry:\n  bind_address: \"127.0.0.1\"\n  port: " +
-                          std::to_string(g_http_port) + "\nlogging:\n  level: info\n");
-    ASSERT_TRUE(spawn(&daemon_, {g_self, "daemon", "--config", yaml_}, log_));
-    ASSERT_TRUE(testfix::proc::wait_for(
-        [&] { return read_file(log_).find("msg=listening") != std::string::npos; }, 30s))
+    ASSERT_TRUE(testfix::proc::start_test_gateway(
+        &daemon_, g_self, yaml_,
+        testfix::proc::test_gateway_yaml(testfix::rxe_addr(), g_rdma_port, g_http_port,
+                                         "  max_value_bytes: 4194304\n"),
+        log_, g_http_port))
         << read_file(log_);
   }
   void TearDown() override {

@@ -193,4 +193,29 @@ inline double metric(const std::string& exposition, const std::string& name,
   return found ? sum : -1;
 }
 
+// The config of a gateway under test in the 2-vCPU guest: control on CPU 0 and one core on CPU 1 (the shipped
+// placement), yielding when idle so that the test's client processes get CPU time, a 64 MiB store, and
+// telemetry on loopback. `store_extra` holds further `store:` keys, each line indented by two spaces.
+inline std::string test_gateway_yaml(const std::string& address, int rdma_port, int http_port,
+                                     const std::string& store_extra = "") {
+  return "eal:\n  main_lcore: 0\nlisten:\n  addresses: [\"" + address +
+         "\"]\n  port: " + std::to_string(rdma_port) +
+         "\ndataplane:\n  cores: [1]\n  idle_policy: yield\n  max_connections_per_core: 8\n"
+         "store:\n  capacity_mib: 64\n" +
+         store_extra + "telemetry:\n  bind_address: \"127.0.0.1\"\n  port: " + std::to_string(http_port) +
+         "\nsecurity:\n  allowed_clients: [\"198.18.0.0/15\"]\nlogging:\n  level: info\n";
+}
+
+// Writes `yaml_text` to `yaml`, starts `self daemon --config yaml` (a test binary that embeds the daemon's
+// main) and waits until GET /readyz answers 200 on `http_port`. False when the daemon exits or the timeout
+// passes first; its log is then in `log`.
+inline bool start_test_gateway(Child* c, const std::string& self, const std::string& yaml,
+                               const std::string& yaml_text, const std::string& log, int http_port,
+                               std::chrono::milliseconds timeout = 120s) {
+  write_file(yaml, yaml_text);
+  return spawn(c, {self, "daemon", "--config", yaml}, log) &&
+         wait_for([&] { return !c->running() || http_get(http_port, "/readyz").status == 200; }, timeout) &&
+         c->running();
+}
+
 }  // namespace rdmagate::testfix::proc

@@ -79,6 +79,8 @@ using rdmagate::testfix::proc::http_get;
 using rdmagate::testfix::proc::HttpReply;
 using rdmagate::testfix::proc::read_file;
 using rdmagate::testfix::proc::spawn;
+using rdmagate::testfix::proc::start_test_gateway;
+using rdmagate::testfix::proc::test_gateway_yaml;
 using rdmagate::testfix::proc::wait_for;
 using rdmagate::testfix::proc::write_file;
 namespace promql = rdmagate::testfix::promql;
@@ -415,17 +417,9 @@ TEST(PrometheusScrape, DashboardAndRuleQueriesAgainstARealScrape) {
   // The gateway: one core on CPU 1, the control thread on CPU 0, both yielding when idle so that Prometheus
   // gets CPU time in the 2-vCPU guest.
   const std::string yaml = dir + "/rdmagate.yaml", log = dir + "/rdmagate.log";
-  write_file(yaml, "eal:\n  main_lcore: 0\nlisten:\n  addresses: [\"" + rxe_addr() +
-                       "\"]\n  port: " + std::to_string(g_rdma_port) +
-                       "\ndataplane:\n  cores: [1]\n  idle_policy: yield\n  max_connections_per_core: 8\n"
-                       "store:\n  capacity_mib: 64\ntelemetry:\n  bind_address: \"127.0.0.1\"\n  port: " +
-                       std::to_string(g_http_port) +
-                       "\nsecurity:\n  allowed_clients: [\"198.18.0.0/15\"]\nlogging:\n  level: info\n");
   Child daemon;
-  ASSERT_TRUE(spawn(&daemon, {g_self, "daemon", "--config", yaml}, log));
-  ASSERT_TRUE(
-      wait_for([&] { return !daemon.running() || http_get(g_http_port, "/readyz").status == 200; }, 120s) &&
-      daemon.running())
+  ASSERT_TRUE(start_test_gateway(&daemon, g_self, yaml,
+                                 test_gateway_yaml(rxe_addr(), g_rdma_port, g_http_port), log, g_http_port))
       << "the gateway did not become ready; log:\n"
       << read_file(log);
 
