@@ -383,7 +383,7 @@ class Worker {
   std::atomic<bool> accepting_{false};
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> trusted_until_tsc_{0};
-  double tsc_per_ns_ = 0;  // measured at init against steady_clock (rte_get_tsc_hz needs EAL)
+  double tsc_per_ns_ = 0;  // dataplane::tsc_hz() per nanosecond, read at init
   std::atomic<Health> health_{Health::kConnecting};
   std::atomic<bool> parked_{false};
   std::atomic<std::uint32_t> wake_word_{0};
