@@ -22,6 +22,8 @@ PKGS=(
   # rxe guest harness (tools/rxe-vm): emulator, initramfs tools, RDMA userspace that goes into the guest
   qemu-system-x86 busybox-static cpio kmod gzip
   ibverbs-utils rdmacm-utils perftest ibverbs-providers libibverbs1 librdmacm1 iproute2
+  # comparison peer in perf-compare (ucx_perftest) and the performance gate's syscall counts (strace)
+  ucx-utils strace
   # Ceph RADOS backend (store.backend: rados) and its test cluster (tools/ceph-cluster). ceph-common (also a
   # pre-dependency of ceph-osd) has ceph-authtool, which the cluster script runs, and the rados CLI that
   # tests use to alter objects behind the gateway's back and for `rados bench`.
