@@ -4,7 +4,7 @@ namespace rdmagate::protocol {
 namespace {
 
 std::uint16_t effective_high_water(const CreditConfig& c) {
-  std::uint32_t hw = c.high_water != 0 ? c.high_water : c.queue_depth / 2u;
+  std::uint32_t hw = c.high_water != 0 ? c.high_water : default_high_water(c.queue_depth);
   // One lazy credit (a NOOP's receive) must never force a NOOP, or idle peers would ping-pong.
   if (hw < 2) hw = 2;
   if (hw > c.queue_depth) hw = c.queue_depth;

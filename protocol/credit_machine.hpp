@@ -78,9 +78,20 @@ enum class NoopReason : std::uint8_t {
 };
 inline constexpr std::size_t kNoopReasonCount = 4;
 
+// The high water a depth gets when CreditConfig::high_water is 0 (docs/protocol.md, "Parameters"): a
+// quarter of the depth, so that a one-way stream always keeps P - R - H >= 5P/8 of its window; but not below
+// min(P / 2, 32) on shallow queues, where a quarter would return credits more often than one NOOP per 32
+// messages. The constructor clamps the result to [2, P].
+constexpr std::uint16_t default_high_water(std::uint16_t queue_depth) {
+  const std::uint16_t quarter = queue_depth / 4;
+  const std::uint16_t floor =
+      queue_depth / 2 < 32 ? static_cast<std::uint16_t>(queue_depth / 2) : std::uint16_t{32};
+  return quarter > floor ? quarter : floor;
+}
+
 struct CreditConfig {
   std::uint16_t queue_depth = 0;         // negotiated ConnParams::queue_depth: initial credits both ways
-  std::uint16_t high_water = 0;          // owed credits that force a NOOP; 0: queue_depth / 2; min 2
+  std::uint16_t high_water = 0;          // owed credits that force a NOOP; 0: default_high_water(); min 2
   std::uint64_t keepalive_interval = 0;  // ticks without sending before a keepalive NOOP; 0: never
   std::uint64_t dead_peer_timeout = 0;   // ticks without receiving before the peer is dead; 0: never
 };

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -57,9 +59,29 @@ TEST(CreditConfig, ReserveIsTwoOrAnEighth) {
   }
 }
 
-TEST(CreditConfig, HighWaterDefaultsToHalfAndNeverBelowTwo) {
-  EXPECT_EQ(Rig(16).m.high_water(), 8);
+TEST(CreditConfig, HighWaterDefaultsToAQuarterButAtLeastHalfUpTo32) {
   EXPECT_EQ(Rig(4).m.high_water(), 2);
+  EXPECT_EQ(Rig(5).m.high_water(), 2);
+  EXPECT_EQ(Rig(16).m.high_water(), 8);
+  EXPECT_EQ(Rig(64).m.high_water(), 32);  // the shallow floor: as before the quarter rule
+  EXPECT_EQ(Rig(65).m.high_water(), 32);
+  EXPECT_EQ(Rig(128).m.high_water(), 32);  // the two rules meet
+  EXPECT_EQ(Rig(131).m.high_water(), 32);
+  EXPECT_EQ(Rig(132).m.high_water(), 33);
+  EXPECT_EQ(Rig(256).m.high_water(), 64);
+  EXPECT_EQ(Rig(0xffff).m.high_water(), 0x3fff);
+  // Never below 2 and never above the depth, at every depth; from 128 up the one-way window P - R - H stays
+  // at least 5/8 of the depth, and a NOOP never goes more often than one per 32 messages where P allows.
+  for (std::uint32_t d = kMinCreditQueueDepth; d <= 0xffff; ++d) {
+    const auto depth = static_cast<std::uint16_t>(d);
+    const std::uint32_t h = default_high_water(depth);
+    ASSERT_GE(h, 2u) << d;
+    ASSERT_LE(h, d) << d;
+    ASSERT_GE(h, std::min<std::uint32_t>(d / 2, 32)) << d;
+    if (d >= 128) {
+      ASSERT_GE(8 * (d - credit_reserve(depth) - h), 5 * d) << d;
+    }
+  }
   EXPECT_EQ(Rig(CreditConfig{8, 1, 0, 0}).m.high_water(), 2);
   EXPECT_EQ(Rig(CreditConfig{8, 100, 0, 0}).m.high_water(), 8);
   EXPECT_EQ(Rig(CreditConfig{8, 5, 0, 0}).m.high_water(), 5);
@@ -553,6 +575,146 @@ TEST(CreditSendReady, ReflectsWhatThePumpWouldDo) {
   ASSERT_EQ(r.send(kReq, 1).kind, SendKind::kSend);
   ASSERT_TRUE(r.m.enqueue(kReq, 2));
   EXPECT_FALSE(r.m.send_ready(0));  // blocked at the reserve, nothing owed
+}
+
+// ---- the high-water rule at its boundaries -----------------------------------------------------------
+
+TEST(CreditHighWater, ExactlyAtHighWaterOnADeepQueue) {
+  Rig r(256);  // high water 64, reserve 32
+  absorb(r.m, kReq, 63);
+  EXPECT_EQ(r.m.owed(), 63u);
+  EXPECT_EQ(r.m.noop_reason(0), NoopReason::kNone);  // one below: the sender still has a 160-message window
+  absorb(r.m, kReq, 1);
+  EXPECT_EQ(r.m.noop_reason(0), NoopReason::kHighWater);
+  ASSERT_TRUE(r.m.wants_noop(0));
+  ASSERT_TRUE(r.m.enqueue(kNop, 0));
+  const SendStep s = r.m.next_send(0);
+  EXPECT_EQ(s.kind, SendKind::kSend);
+  EXPECT_EQ(s.credits, 64u);
+  EXPECT_EQ(r.m.owed(), 0u);
+  EXPECT_EQ(r.m.peer_room(), 256u);
+}
+
+TEST(CreditHighWater, AtHighWaterWithZeroCreditsTheNoopWaitsForACredit) {
+  Rig r(CreditConfig{16, 4, 0, 0});  // reserve 2
+  // Spend every credit: requests down to the reserve, then answers down to zero.
+  for (std::uint16_t i = 0; i < 14; ++i) ASSERT_EQ(r.send(kReq, i).kind, SendKind::kSend);
+  absorb(r.m, kReq, 1);  // something owed, so answers may take the last credit
+  ASSERT_EQ(r.send(kRsv, 20).kind, SendKind::kSend);
+  absorb(r.m, kReq, 1);
+  ASSERT_EQ(r.send(kRsv, 21).kind, SendKind::kSend);
+  ASSERT_EQ(r.m.credits(), 0u);
+  absorb(r.m, kReq, 4);  // exactly at high water
+  EXPECT_EQ(r.m.noop_reason(0), NoopReason::kHighWater);
+  EXPECT_FALSE(r.m.wants_noop(0));  // no credit to send it with
+  EXPECT_FALSE(r.m.may_send(kNop));
+  // The peer returns one credit: the NOOP may take it, being a message that returns credits.
+  ASSERT_EQ(r.m.on_receive(kRsv, 1, 0), CreditError::kOk);
+  ASSERT_EQ(r.m.credits(), 1u);
+  ASSERT_TRUE(r.m.wants_noop(0));
+  ASSERT_TRUE(r.m.enqueue(kNop, 30));
+  const SendStep s = r.m.next_send(0);
+  EXPECT_EQ(s.kind, SendKind::kSend);
+  EXPECT_EQ(s.credits, 4u);
+  EXPECT_EQ(r.m.credits(), 0u);
+}
+
+TEST(CreditHighWater, TheWholeWindowOfTheDeepestQueueFitsOneHeader) {
+  // P = 65535: the 16-bit credits field carries every credit at once, with no wrap.
+  std::vector<std::uint16_t> la(4), lb(4);
+  CreditMachine a(CreditConfig{0xffff, 0xffff, 0, 0}, la, 0), b(CreditConfig{0xffff, 0xffff, 0, 0}, lb, 0);
+  const std::uint32_t window = 0xffff - credit_reserve(0xffff);
+  for (std::uint32_t i = 0; i < window; ++i) {
+    const SendStep s = a.send_or_queue(kReq, 0, 0);
+    ASSERT_EQ(s.kind, SendKind::kSend) << i;
+    ASSERT_EQ(b.on_receive(kReq, s.credits, 0), CreditError::kOk) << i;
+  }
+  ASSERT_FALSE(a.may_send(kReq));
+  ASSERT_EQ(b.on_reposted(kReq, static_cast<std::uint16_t>(window)), CreditError::kOk);
+  ASSERT_TRUE(b.enqueue(kNop, 0));
+  const SendStep n = b.next_send(0);  // below high water: the peer is held at its reserve
+  ASSERT_EQ(n.kind, SendKind::kSend);
+  EXPECT_EQ(n.credits, window);
+  ASSERT_EQ(a.on_receive(kNop, n.credits, 0), CreditError::kOk);
+  EXPECT_EQ(a.credits(), 0xffffu);
+  // One more than outstanding is caught, not wrapped.
+  EXPECT_EQ(a.on_receive(kNop, 1, 0), CreditError::kReturnedTooMany);
+}
+
+// A one-way stream through a link of fixed delay: A sends a request every tick while its credits allow, B
+// re-posts at once and returns credits by the default high water. The round trip is `rtt` ticks, so the pipe
+// holds rtt messages: the default rule keeps it full whenever P - R - H >= rtt, and the old half-depth
+// high water does not at the same depth.
+struct Stream {
+  Stream(std::uint16_t depth, std::uint16_t high_water, std::uint32_t rtt)
+      : la(8),
+        lb(8),
+        a(CreditConfig{depth, 0, 0, 0}, la, 0),
+        b(CreditConfig{depth, high_water, 0, 0}, lb, 0),
+        half(rtt / 2) {}
+  // Runs `ticks` ticks; returns the ticks on which A had to wait for credits.
+  std::uint64_t run(std::uint64_t ticks) {
+    std::uint64_t stalls = 0;
+    for (std::uint64_t t = 0; t < ticks; ++t) {
+      deliver(to_b, t, [&](std::uint16_t credits) {
+        EXPECT_EQ(b.on_receive(kReq, credits, t), CreditError::kOk);
+        EXPECT_EQ(b.on_reposted(kReq), CreditError::kOk);
+      });
+      deliver(to_a, t, [&](std::uint16_t credits) {
+        EXPECT_EQ(a.on_receive(kNop, credits, t), CreditError::kOk);
+        EXPECT_EQ(a.on_reposted(kNop), CreditError::kOk);
+      });
+      if (b.wants_noop(t)) {
+        EXPECT_TRUE(b.enqueue(kNop, 0));
+        const SendStep n = b.next_send(t);
+        EXPECT_EQ(n.kind, SendKind::kSend);
+        to_a.push_back({t + half, n.credits});
+        ++noops;
+      }
+      const SendStep s = a.send_or_queue(kReq, 0, t);
+      if (s.kind == SendKind::kSend) {
+        to_b.push_back({t + half, s.credits});
+        ++sent;
+      } else {
+        EXPECT_EQ(a.cancel_next(), 0u);
+        if (t > 4u * half) ++stalls;  // after the first round trips
+      }
+    }
+    return stalls;
+  }
+  struct InFlight {
+    std::uint64_t due;
+    std::uint16_t credits;
+  };
+  template <typename F>
+  static void deliver(std::vector<InFlight>& link, std::uint64_t t, F take) {
+    std::size_t done = 0;
+    while (done < link.size() && link[done].due <= t) take(link[done++].credits);
+    link.erase(link.begin(), link.begin() + static_cast<std::ptrdiff_t>(done));
+  }
+  std::vector<std::uint16_t> la, lb;
+  CreditMachine a, b;
+  std::uint64_t half;
+  std::vector<InFlight> to_b, to_a;
+  std::uint64_t sent = 0, noops = 0;
+};
+
+TEST(CreditHighWater, DefaultKeepsAOneWayStreamsPipeFull) {
+  // P = 256: R = 32, H = 64, so a round trip of 160 messages never waits.
+  Stream s(256, 0, 160);
+  EXPECT_EQ(s.run(100'000), 0u);
+  EXPECT_NEAR(static_cast<double>(s.noops) / static_cast<double>(s.sent), 1.0 / 64, 0.001);
+  // P = 128 (the shipped default): H = 32, window 80.
+  Stream m(128, 0, 80);
+  EXPECT_EQ(m.run(100'000), 0u);
+  EXPECT_NEAR(static_cast<double>(m.noops) / static_cast<double>(m.sent), 1.0 / 32, 0.001);
+}
+
+TEST(CreditHighWater, HalfTheDepthWouldStallTheSamePipe) {
+  Stream s(256, 128, 160);  // the former default: P - R - H = 96 < 160
+  EXPECT_GT(s.run(100'000), 10'000u);
+  Stream old(64, 0, 40);  // the former shipped depth: P - R - H = 24 < 40
+  EXPECT_GT(old.run(100'000), 10'000u);
 }
 
 }  // namespace
