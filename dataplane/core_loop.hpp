@@ -20,7 +20,6 @@
 
 #include <rte_cycles.h>
 #include <rte_pause.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <array>
@@ -33,6 +32,7 @@
 
 #include "dataplane/backend/backend.hpp"
 #include "dataplane/core_conn.hpp"
+#include "dataplane/core_idle.hpp"
 #include "dataplane/core_resources.hpp"
 #include "dataplane/core_stats_publish.hpp"
 #include "dataplane/service_api.hpp"
@@ -67,55 +67,28 @@ class CoreLoop {
   CoreLoop(const CoreLoop&) = delete;
   CoreLoop& operator=(const CoreLoop&) = delete;
 
-  // Runs until control sets res.stop. Returns 0.
+  // Runs until control sets res.stop. Returns 0. The idle policy is chosen here, once: the loop below is
+  // instantiated per policy (core_idle.hpp), so no poll branches on it.
   int run_st() noexcept {
-    res_.running.store(true, std::memory_order_release);
-    const IdlePolicy idle = res_.config().idle;
-    const std::uint32_t yield_after = res_.config().idle_yield_after;
-    std::uint32_t idle_run = 0;
-    // Busy time is summed with one extra rdtsc per busy iteration; idle time is the rest of the running
-    // time. The counters reach res.stats about once per publish_every_ cycles.
-    const std::uint64_t start_tsc = rte_rdtsc();
-    std::uint64_t busy_tsc = 0;
-    std::uint64_t next_publish = start_tsc;
-    for (std::uint64_t iter = 0;; ++iter) {
-      ++cnt_.polls;
-      if (poll_once_st()) [[likely]] {
-        busy_tsc += rte_rdtsc() - now_;
-        idle_run = 0;
-      } else if (idle == IdlePolicy::kYield) {
-        if (++idle_run >= yield_after) {
-          ++cnt_.yields;
-          sched_yield();
-        } else {
-          rte_pause();
+    const CoreConfig& cfg = res_.config();
+    switch (cfg.idle) {
+      case IdlePolicy::kYield:
+        return run_with_st(YieldIdle(cfg.idle_yield_after, cnt_.yields, idle_));
+      case IdlePolicy::kPause:
+        return run_with_st(BackoffIdle(1, idle_));
+      case IdlePolicy::kBackoff:
+        return run_with_st(BackoffIdle(cfg.idle_backoff_max_pauses, idle_));
+      case IdlePolicy::kEvent:
+        // The engine gives every event core a sleeper (Engine::create); without one it backs off forever.
+        if (cfg.sleeper != nullptr) {
+          return run_with_st(EventIdle(cfg.idle_backoff_max_pauses, us_to_tsc(cfg.idle_event_after_us, tsc_hz_),
+                                       idle_));
         }
-      } else if (idle == IdlePolicy::kPause) {
-        rte_pause();
-      }
-      if constexpr (requires(Service& s) { s.on_poll_st(*this); }) {
-        if (svc_.on_poll_st(*this)) {
-          flush_st();
-          idle_run = 0;
-        }
-      }
-      if ((iter & check_mask_) == 0) [[unlikely]] {
-        now_ = rte_rdtsc();
-        if (mailbox_.check_st(*this) != 0) flush_st();
-        if (res_.stop.load(std::memory_order_acquire)) break;
-        if (now_ >= next_publish && res_.stats != nullptr) {
-          publish_core_counters(cnt_, PollerTimes{busy_tsc, now_ - start_tsc - busy_tsc}, *res_.stats);
-          next_publish = now_ + publish_every_;
-        }
-        if ((iter & timer_mask_) == 0) timers_st();
-      }
+        return run_with_st(BackoffIdle(cfg.idle_backoff_max_pauses, idle_));
+      case IdlePolicy::kBusy:
+        break;
     }
-    if (res_.stats != nullptr) {  // the final totals, for a scrape after the core stopped
-      const std::uint64_t end = rte_rdtsc();
-      publish_core_counters(cnt_, PollerTimes{busy_tsc, end - start_tsc - busy_tsc}, *res_.stats);
-    }
-    res_.running.store(false, std::memory_order_release);
-    return 0;
+    return run_with_st(BusyIdle{});
   }
 
   // One poll of the CQ: every completion of the burst processed, then every dirty connection flushed. True
@@ -215,34 +188,140 @@ class CoreLoop {
  private:
   static Qp& qp_of(CoreConn& c) noexcept { return static_cast<Qp&>(*c.qp); }
 
+  // ---- the loop and its idle policy (this file) -------------------------------------------------------
+
+  template <typename Idle>
+  int run_with_st(Idle idle) noexcept {
+    res_.running.store(true, std::memory_order_release);
+    // Busy time is summed with one extra rdtsc per busy iteration; the policy times its pauses, yields and
+    // sleeps itself; idle time is the rest of the running time. The counters reach res.stats about once per
+    // publish_every_ cycles, and before every sleep.
+    start_tsc_ = rte_rdtsc();
+    std::uint64_t next_publish = start_tsc_;
+    for (std::uint64_t iter = 0;; ++iter) {
+      ++cnt_.polls;
+      if (poll_once_st()) [[likely]] {
+        busy_tsc_ += rte_rdtsc() - now_;
+        idle.on_work_st();
+      } else if (idle.on_empty_st()) {
+        if constexpr (Idle::kSleeps) {
+          sleep_st(*res_.config().sleeper);
+          idle.on_work_st();
+          next_publish = now_ + publish_every_;
+        }
+      }
+      if constexpr (requires(Service& s) { s.on_poll_st(*this); }) {
+        if (svc_.on_poll_st(*this)) {
+          flush_st();
+          idle.on_work_st();
+        }
+      }
+      if ((iter & check_mask_) == 0) [[unlikely]] {
+        now_ = rte_rdtsc();
+        if (mailbox_.check_st(*this) != 0) flush_st();
+        if (res_.stop.load(std::memory_order_acquire)) break;
+        if (now_ >= next_publish && res_.stats != nullptr) {
+          publish_st(now_);
+          next_publish = now_ + publish_every_;
+        }
+        if ((iter & timer_mask_) == 0) timers_st();
+      }
+    }
+    if (res_.stats != nullptr) publish_st(rte_rdtsc());  // the final totals, for a scrape after the core stopped
+    res_.running.store(false, std::memory_order_release);
+    return 0;
+  }
+
+  void publish_st(std::uint64_t now) noexcept {
+    const std::uint64_t running = now - start_tsc_;
+    const std::uint64_t idle = running > busy_tsc_ ? running - busy_tsc_ : 0;
+    publish_core_counters(cnt_, PollerTimes{busy_tsc_, idle}, *res_.stats);
+    publish_idle_stats(idle_, busy_tsc_, idle, *res_.stats);
+  }
+
+  // EventIdle found no work for idle_event_after_us. Arms the CQ's notification and control's doorbell,
+  // looks once more at everything that raises no event, and sleeps until a completion, a command, a
+  // deadline of its own or stop. Returns awake, with now_ set.
+  void sleep_st(CoreSleeper& sleeper) noexcept {
+    ++idle_.arms;
+    if (!sleeper.arm_st(cq_)) [[unlikely]] {
+      ++cnt_.errors[static_cast<std::size_t>(CoreError::kCompletion)];
+      sleeper.disarm_st();
+      return;
+    }
+    if (!nothing_pending_st()) {
+      sleeper.disarm_st();
+      return;
+    }
+    ++idle_.sleeps;
+    const std::uint64_t t0 = rte_rdtsc();
+    if (res_.stats != nullptr) {
+      publish_st(t0);
+      res_.stats->set(telemetry::Stat::kSleeping, 1);
+    }
+    const unsigned woke = sleeper.sleep_st(sleep_timeout_ms_st());
+    now_ = rte_rdtsc();
+    idle_.state(PollerState::kSleep) += now_ - t0;
+    if (res_.stats != nullptr) res_.stats->set(telemetry::Stat::kSleeping, 0);
+    sleeper.disarm_st();
+    if (woke == 0) {
+      ++idle_.wakeups[static_cast<std::size_t>(WakeSource::kTimer)];
+      timers_st();
+      return;
+    }
+    for (std::size_t i = 0; i < kWakeSourceCount; ++i) idle_.wakeups[i] += (woke >> i) & 1u;
+    if ((woke & (1u << static_cast<unsigned>(WakeSource::kCommand))) != 0 && mailbox_.check_st(*this) != 0) {
+      flush_st();
+    }
+  }
+
+  // The last look before sleeping, after arming: completions already on the CQ raise no event, so they are
+  // run now (and the core stays awake); commands on the ring, replies still to push, drain markers still to
+  // post, stop, and storage ops the service still waits for keep it awake too.
+  bool nothing_pending_st() noexcept {
+    if (poll_once_st()) {
+      busy_tsc_ += rte_rdtsc() - now_;
+      return false;
+    }
+    if (res_.stop.load(std::memory_order_acquire)) return false;
+    if (mailbox_.commands_waiting_st() != 0 || mailbox_.pending_st() != 0 || !drain_retry_.empty()) return false;
+    if constexpr (requires(Service& s) { s.on_poll_st(*this); }) {
+      // A service with completions of its own (storage ops) must say it waits for none, or the core stays up.
+      if constexpr (requires(const Service& s) { s.idle_st(); }) {
+        if (!svc_.idle_st()) return false;
+      } else {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The core's own next deadline while asleep: keepalive NOOPs and dead-peer checks of its connections (a
+  // quarter of the shortest interval, so one is at most that late), a quiesce in progress (its quiet
+  // period). -1: none, the core sleeps until a completion or a command.
+  int sleep_timeout_ms_st() const noexcept {
+    std::uint64_t ticks = 0;
+    for (const CoreConn* c : owned_) {
+      for (const std::uint64_t t : {c->credits->keepalive_interval(), c->credits->dead_peer_timeout()}) {
+        if (t != 0 && (ticks == 0 || t < ticks)) ticks = t;
+      }
+    }
+    if (quiescing_ && !res_.quiesced.load(std::memory_order_relaxed)) {
+      const std::uint64_t quiet = tsc_hz_ / 1000 * kQuietMs;
+      if (ticks == 0 || quiet < ticks) ticks = quiet;
+    }
+    if (ticks == 0) return -1;
+    const std::uint64_t ms = ticks / 4 / std::max<std::uint64_t>(tsc_hz_ / 1000, 1);
+    return static_cast<int>(std::clamp<std::uint64_t>(ms, 1, 1u << 30));
+  }
+
   // ---- completions and receive (this file) ----------------------------------------------------------
 
   void process_completion_st(const Completion& wc) noexcept {
     switch (wr_kind(wc.wr_id)) {
-      case WrKind::kRecv: {
-        ++cnt_.completions_recv;
-        RxDesc& rx = *wr_desc<RxDesc>(wc.wr_id);
-        CoreConn& c = *rx.conn;
-        --c.rx_posted;
-        if (wc.status != CompletionStatus::kOk) [[unlikely]] {
-          completion_error_st(c, wc);
-          return;
-        }
-        rx.byte_len = wc.byte_len;
-        switch (c.state) {
-          case CoreConnState::kOwned:
-            handle_message_st(c, rx);
-            return;
-          case CoreConnState::kPosted:
-            // Early rx: the peer sent before ADOPT reached us. Park it in arrival order.
-            ++cnt_.early_rx;
-            if (c.early_count < c.early.size()) c.early[c.early_count++] = rx.index;
-            return;
-          default:
-            maybe_closed_st(c);  // failed or draining: consume, never re-post
-            return;
-        }
-      }
+      case WrKind::kRecv:
+        receive_completed_st(wc);
+        return;
       case WrKind::kSend: {
         ++cnt_.completions_send;
         TxDesc& d = *wr_desc<TxDesc>(wc.wr_id);
@@ -386,6 +465,14 @@ class CoreLoop {
     c.owned_index = UINT32_MAX;
   }
 
+  // ---- receive path (core_send.hpp): a receive queue per connection, or the core's shared one ----
+  void receive_completed_st(const Completion& wc) noexcept;
+  void handle_pooled_st(CoreConn& c, RxDesc& rx) noexcept;
+  RxDesc& parked_rx_st(CoreConn& c, std::uint32_t i) noexcept;
+  void drop_parked_st(CoreConn& c, std::uint32_t from) noexcept;
+  void repost_pool_st(RxDesc& rx) noexcept;
+  void flush_pool_st() noexcept;
+
   // ---- send path (core_send.hpp) ---------------------------------------------------------------------
   std::uint16_t take_tx_st(CoreConn& c) noexcept;
   void write_st(CoreConn& c, std::uint16_t idx, const protocol::Message& m) noexcept;
@@ -434,6 +521,9 @@ class CoreLoop {
   std::uint64_t now_ = 0;
   std::uint64_t tsc_hz_ = 0;
   std::uint64_t publish_every_ = 0;  // TSC cycles between copies of the counters into res.stats (~1 ms)
+  std::uint64_t start_tsc_ = 0;      // run_st's start
+  std::uint64_t busy_tsc_ = 0;       // TSC cycles of iterations that found work
+  IdleStats idle_{};
   static constexpr std::uint64_t kQuietMs = 50;
   bool quiescing_ = false;
   std::uint64_t last_refusal_ = 0;

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "dataplane/core_conn.hpp"
+#include "dataplane/core_idle.hpp"
 #include "protocol/credit_machine.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/message.hpp"
@@ -30,6 +31,10 @@ struct PollerTimes {
 static_assert(telemetry::kMessageTypeNames.size() == protocol::kMessageTypeMax);
 static_assert(telemetry::kCoreErrorNames.size() == kCoreErrorCount);
 static_assert(static_cast<std::size_t>(CoreError::kDeadPeer) == 8);
+static_assert(telemetry::kPollerStateNames.size() == kPollerStateCount);
+static_assert(static_cast<std::size_t>(PollerState::kSleep) == kPollerStateCount - 1);
+static_assert(telemetry::kWakeSourceNames.size() == kWakeSourceCount);
+static_assert(static_cast<std::size_t>(WakeSource::kTimer) == kWakeSourceCount - 1);
 // kViolationCodeNames: WireError 1..kWireErrorMax, then CreditError 1..3 (4 and 5 are our own bugs, counted
 // under rdmagate_core_errors_total{kind="credit"} only).
 inline constexpr std::size_t kWireViolations = protocol::kWireErrorMax;
@@ -83,12 +88,34 @@ inline void publish_core_counters(const CoreCounters& c, const PollerTimes& t,
   s.set(Stat::kNoops, detail::sat_sub(c.noops, c.keepalives));
   s.set(Stat::kKeepalives, c.keepalives);
   s.set(Stat::kInlinePosts, c.inline_sends);
+  s.set(telemetry::doorbell_stat(0), c.doorbells_send);
+  s.set(telemetry::doorbell_stat(1), c.doorbells_recv);
+  s.set(Stat::kYields, c.yields);
   for (std::size_t i = 0; i < kCoreErrorCount; ++i) s.set(telemetry::core_error_stat(i), c.errors[i]);
 
   for (std::size_t i = 0; i < kWireViolations; ++i) s.set(telemetry::violation_stat(i), c.wire_errors[i + 1]);
   for (std::size_t i = 0; i < kCreditViolations; ++i) {
     s.set(telemetry::violation_stat(kWireViolations + i), c.credit_errors[i + 1]);
   }
+}
+
+// The idle policy's share: time in each state (busy and idle from the loop's own split: `idle_tsc` is the
+// running time not busy, of which what the policy spent pausing, yielding or asleep is taken out), arms,
+// sleeps and wakeups. Same thread and cost rules as publish_core_counters (about 12 stores).
+inline void publish_idle_stats(const IdleStats& st, std::uint64_t busy_tsc, std::uint64_t idle_tsc,
+                               telemetry::CoreStats& s) noexcept {
+  using telemetry::Stat;
+  const auto in = [&st](PollerState p) { return st.tsc[static_cast<std::size_t>(p)]; };
+  const std::uint64_t away = in(PollerState::kBackoff) + in(PollerState::kYield) + in(PollerState::kSleep);
+  s.set(telemetry::poller_state_stat(static_cast<std::size_t>(PollerState::kBusy)), busy_tsc);
+  s.set(telemetry::poller_state_stat(static_cast<std::size_t>(PollerState::kIdle)),
+        detail::sat_sub(idle_tsc, away));
+  for (const PollerState p : {PollerState::kBackoff, PollerState::kYield, PollerState::kSleep}) {
+    s.set(telemetry::poller_state_stat(static_cast<std::size_t>(p)), in(p));
+  }
+  s.set(Stat::kIdleArms, st.arms);
+  s.set(Stat::kSleeps, st.sleeps);
+  for (std::size_t i = 0; i < kWakeSourceCount; ++i) s.set(telemetry::wakeup_stat(i), st.wakeups[i]);
 }
 
 }  // namespace rdmagate::dataplane

@@ -66,7 +66,10 @@ std::vector<StatsCollector::CoreProgress> StatsCollector::core_progress() const 
   const std::lock_guard lock(mutex_);
   std::vector<CoreProgress> out;
   out.reserve(cores_.size());
-  for (const auto& e : cores_) out.push_back({e.core, e.block->load(Stat::kPolls)});
+  for (const auto& e : cores_) {
+    if (e.block->load(Stat::kSleeping) != 0) ++e.asleep_seen;
+    out.push_back({e.core, e.block->load(Stat::kPolls) + e.asleep_seen});
+  }
   return out;
 }
 

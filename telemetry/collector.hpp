@@ -40,13 +40,17 @@ class StatsCollector final : public prometheus::Collectable {
     unsigned core = 0;
     std::uint64_t polls = 0;
   };
-  // The liveness signal of every registered core, in registration order.
+  // The liveness signal of every registered core, in registration order: its poll counter. A core asleep
+  // in idle_policy event (rdmagate_poller_sleeping 1) polls nothing, yet is live: epoll_wait returns on its
+  // next completion, command or deadline. So that the stall checks (/healthz, the systemd watchdog), which
+  // look for a moving counter, see it as live, each call adds one to what it reports while the core sleeps.
   std::vector<CoreProgress> core_progress() const;
 
  private:
   struct Entry {
     unsigned core = 0;
     CoreStats* block = nullptr;
+    mutable std::uint64_t asleep_seen = 0;  // core_progress calls that found the core asleep
   };
   double export_value(std::uint64_t raw, bool tsc_seconds, bool gauge) const noexcept;
 

@@ -35,6 +35,21 @@ constexpr Table build_table() {
         "Time the core spent in idle iterations (from the TSC).");
   b.rows("rdmagate_poller_completions_total", kC, Unit::kNone, kCore, "Work completions polled, by status.",
          "status", kCompletionStatusNames);
+  b.rows(
+      "rdmagate_poller_state_seconds_total", kC, Unit::kTscSeconds, kCore,
+      "Time the core spent in each state: iterations with work, empty polls, pause runs, sched_yield, asleep "
+      "(from the TSC; the idle policy decides which occur).",
+      "state", kPollerStateNames);
+  b.row("rdmagate_poller_yields_total", kC, Unit::kNone, kCore,
+        "sched_yield calls of the core (idle policy yield).");
+  b.row("rdmagate_poller_arms_total", kC, Unit::kNone, kCore,
+        "Times the core armed CQ notification and its doorbell to sleep (idle policy event).");
+  b.row("rdmagate_poller_sleeps_total", kC, Unit::kNone, kCore,
+        "Times the core went to sleep: its last look after arming found no work (idle policy event).");
+  b.rows("rdmagate_poller_wakeups_total", kC, Unit::kNone, kCore,
+         "Wakeups of a sleeping core, by what woke it (idle policy event).", "source", kWakeSourceNames);
+  b.row("rdmagate_poller_sleeping", kG, Unit::kNone, kCore,
+        "1 while the core sleeps waiting for a completion, a command or a deadline (idle policy event).");
   for (const auto type : kMessageTypeNames)
     for (const auto dir : kDirectionNames)
       b.row("rdmagate_transport_messages_total", kC, Unit::kNone, kSum, "Protocol messages by type and direction.",
@@ -59,6 +74,9 @@ constexpr Table build_table() {
   b.row("rdmagate_transport_keepalives_total", kC, Unit::kNone, kSum, "Keepalive NOOPs sent on idle connections.");
   b.row("rdmagate_transport_inline_posts_total", kC, Unit::kNone, kSum,
         "Sends posted with IBV_SEND_INLINE (the message is copied into the work request).");
+  b.rows("rdmagate_transport_doorbells_total", kC, Unit::kNone, kSum,
+         "Doorbells rung by the cores: one per QP flush that had sends, one per flush that had receives.",
+         "queue", kDoorbellQueueNames);
   b.rows("rdmagate_core_errors_total", kC, Unit::kNone, kSum,
          "Errors counted by the data-plane cores, by kind.", "kind", kCoreErrorNames);
   b.rows("rdmagate_connections", kG, Unit::kNone, kCore,
@@ -134,6 +152,9 @@ static_assert(kTable[static_cast<std::size_t>(Stat::kChunkedSends)].labels[0].va
 static_assert(kTable[static_cast<std::size_t>(Stat::kReadChunks)].name == "rdmagate_transport_read_chunks_total");
 static_assert(kTable[static_cast<std::size_t>(Stat::kInlinePosts)].name ==
               "rdmagate_transport_inline_posts_total");
+static_assert(kTable[static_cast<std::size_t>(poller_state_stat(4))].labels[0].value == "sleep");
+static_assert(kTable[static_cast<std::size_t>(Stat::kSleeping)].name == "rdmagate_poller_sleeping");
+static_assert(kTable[static_cast<std::size_t>(doorbell_stat(1))].labels[0].value == "recv");
 static_assert(kTable[static_cast<std::size_t>(core_error_stat(8))].labels[0].value == "dead_peer");
 static_assert(kTable[static_cast<std::size_t>(Stat::kConnectionsUnplaced)].name ==
               "rdmagate_connections_unplaced");

@@ -54,19 +54,33 @@ inline constexpr std::array<std::string_view, 9> kCoreErrorNames = {
 inline constexpr std::array<std::string_view, 3> kFailureCauseNames = {"protocol_violation", "dead_peer",
                                                                        "completion_error"};
 
+// Index = dataplane::PollerState value (dataplane/core_idle.hpp): where a core's running time goes.
+inline constexpr std::array<std::string_view, 5> kPollerStateNames = {"busy", "idle", "backoff", "yield",
+                                                                      "sleep"};
+// Index = dataplane::WakeSource value (dataplane/core_sleep.hpp): what woke a sleeping core.
+inline constexpr std::array<std::string_view, 3> kWakeSourceNames = {"completion", "command", "timer"};
+// The two doorbells of a QP flush: its send queue's and its receive queue's.
+inline constexpr std::array<std::string_view, 2> kDoorbellQueueNames = {"send", "recv"};
+
 enum class Direction : std::uint8_t { kRx = 0, kTx = 1 };
 
 // One slot per exported series. Families with labels take a contiguous run of slots starting at a *First
 // value; use the helpers (message_stat, reject_stat, ...) rather than arithmetic in the engine.
 enum class Stat : std::uint16_t {
   // poller (per core)
-  kPolls = 0,       // every loop iteration; also the liveness signal of /healthz
-  kIdlePolls = 1,   // iterations that found no completion
-  kBusyTsc = 2,     // TSC cycles spent in iterations that did work
-  kIdleTsc = 3,     // TSC cycles spent in idle iterations
+  kPolls = 0,             // every loop iteration; also the liveness signal of /healthz
+  kIdlePolls = 1,         // iterations that found no completion
+  kBusyTsc = 2,           // TSC cycles spent in iterations that did work
+  kIdleTsc = 3,           // TSC cycles spent in idle iterations
   kCompletionsFirst = 4,  // + kCompletionStatusNames index
+  kPollerStatesFirst = kCompletionsFirst + kCompletionStatusNames.size(),  // + kPollerStateNames index (TSC)
+  kYields = kPollerStatesFirst + kPollerStateNames.size(),                 // sched_yield calls (idle yield)
+  kIdleArms,                                            // wakeups armed before a last look (idle event)
+  kSleeps,                                              // last looks that found nothing: the core slept
+  kWakeupsFirst,                                        // + kWakeSourceNames index
+  kSleeping = kWakeupsFirst + kWakeSourceNames.size(),  // gauge: 1 while the core sleeps (live, not stuck)
   // transport (summed over cores)
-  kMessagesFirst = kCompletionsFirst + kCompletionStatusNames.size(),  // + type * 2 + direction
+  kMessagesFirst,  // + type * 2 + direction
   kBytesFirst = kMessagesFirst + kMessageTypeNames.size() * kDirectionNames.size(),
   kReadChunks = kBytesFirst + kMessageTypeNames.size() * kDirectionNames.size(),
   kReadChunkBytes,
@@ -77,15 +91,16 @@ enum class Stat : std::uint16_t {
   kCreditStalls,
   kNoops,
   kKeepalives,
-  kInlinePosts,      // sends posted with IBV_SEND_INLINE
-  kCoreErrorsFirst,  // + kCoreErrorNames index
+  kInlinePosts,                                                     // sends posted with IBV_SEND_INLINE
+  kDoorbellsFirst,                                                  // + kDoorbellQueueNames index
+  kCoreErrorsFirst = kDoorbellsFirst + kDoorbellQueueNames.size(),  // + kCoreErrorNames index
   // connections
   kConnectionsFirst = kCoreErrorsFirst + kCoreErrorNames.size(),  // gauge per core, + kConnStateNames index
   kConnectionsUnplaced = kConnectionsFirst + kConnStateNames.size(),  // gauge: never placed on a core yet
   kAccepts,
   kRejectsFirst,  // + kRejectReasonNames index
   kReconnects = kRejectsFirst + kRejectReasonNames.size(),
-  kConnectionFailuresFirst,  // + kFailureCauseNames index
+  kConnectionFailuresFirst,                                                 // + kFailureCauseNames index
   kViolationsFirst = kConnectionFailuresFirst + kFailureCauseNames.size(),  // + kViolationCodeNames index
   kAsyncEventsFirst = kViolationsFirst + kViolationCodeNames.size(),
   kCloseRekicks = kAsyncEventsFirst + kAsyncEventNames.size(),  // QPs moved to ERR again (slow CLOSED)
@@ -125,6 +140,15 @@ constexpr Stat message_stat(std::size_t type_index, Direction d) noexcept {
 }
 constexpr Stat bytes_stat(std::size_t type_index, Direction d) noexcept {
   return stat_at(Stat::kBytesFirst, type_index * kDirectionNames.size() + static_cast<std::size_t>(d));
+}
+constexpr Stat poller_state_stat(std::size_t state) noexcept {
+  return stat_at(Stat::kPollerStatesFirst, state);
+}
+constexpr Stat wakeup_stat(std::size_t source) noexcept {
+  return stat_at(Stat::kWakeupsFirst, source);
+}
+constexpr Stat doorbell_stat(std::size_t queue) noexcept {
+  return stat_at(Stat::kDoorbellsFirst, queue);
 }
 constexpr Stat core_error_stat(std::size_t kind) noexcept { return stat_at(Stat::kCoreErrorsFirst, kind); }
 constexpr Stat connection_stat(std::size_t state) noexcept { return stat_at(Stat::kConnectionsFirst, state); }

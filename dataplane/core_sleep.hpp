@@ -1,0 +1,119 @@
+#pragma once
+// What a data-plane core with idle_policy event sleeps on (SPDK's interrupt mode, for one core): its CQ's
+// completion channel, the doorbell control rings after putting a command on the core's ring, and one epoll
+// set over both. The core arms both, looks once more at everything that raises no event (completions already
+// on the CQ, commands already on the ring), then sleeps in epoll_wait with the timeout of its own next
+// deadline; the first completion, command or deadline wakes it and it polls again.
+//
+// Setup (control thread) creates one per core before the core's CQ, which is created on channel(); control
+// then hands bell() to the core's ControlMailbox (set_wake). Nothing here runs per poll: the core calls it
+// only after idle_event_after_us without work.
+//
+// The CQ side is an interface (CqEvents) so that host tests can stand in for the channel with an eventfd,
+// and the loop's header needs no libibverbs symbol; the engine's is in core_sleep_verbs.hpp.
+
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "dataplane/backend/backend.hpp"
+#include "dataplane/doorbell.hpp"
+
+struct ibv_comp_channel;
+
+namespace rdmagate::dataplane {
+
+// The completion-event half of a sleeping core.
+class CqEvents {
+ public:
+  virtual ~CqEvents() = default;
+  // Readable once an armed CQ has reported a completion.
+  virtual int fd() const noexcept = 0;
+  // Asks for one event at the next completion on `cq`. False: the device refused (the core then polls).
+  virtual bool arm(BackendCq& cq) noexcept = 0;
+  // Takes every event waiting on fd(), each acknowledged (a CQ cannot be destroyed with unacknowledged
+  // events). Returns how many.
+  virtual unsigned consume() noexcept = 0;
+  // The verbs channel the CQ must be created on; null for a stand-in.
+  virtual ibv_comp_channel* channel() const noexcept { return nullptr; }
+};
+
+// Why a sleeping core woke (rdmagate_poller_wakeups_total{source}); index into telemetry::kWakeupSourceNames.
+enum class WakeSource : std::uint8_t { kCompletion = 0, kCommand = 1, kTimer = 2 };
+inline constexpr std::size_t kWakeSourceCount = 3;
+
+class CoreSleeper {
+ public:
+  // Over `events` (the engine's: make_verbs_sleeper, core_sleep_verbs.hpp; host tests use a stand-in).
+  static std::unique_ptr<CoreSleeper> create(std::unique_ptr<CqEvents> events, std::string* error) {
+    std::unique_ptr<CoreSleeper> s(new CoreSleeper(std::move(events)));
+    s->epfd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (s->epfd_ < 0 || !s->bell_.valid()) {
+      *error = std::string("epoll_create1 / eventfd: ") + std::strerror(errno);
+      return nullptr;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = static_cast<std::uint32_t>(WakeSource::kCompletion);
+    int rc = epoll_ctl(s->epfd_, EPOLL_CTL_ADD, s->events_->fd(), &ev);
+    ev.data.u32 = static_cast<std::uint32_t>(WakeSource::kCommand);
+    rc |= epoll_ctl(s->epfd_, EPOLL_CTL_ADD, s->bell_.fd(), &ev);
+    if (rc != 0) {
+      *error = std::string("epoll_ctl: ") + std::strerror(errno);
+      return nullptr;
+    }
+    return s;
+  }
+  ~CoreSleeper() {
+    if (epfd_ >= 0) close(epfd_);
+  }
+  CoreSleeper(const CoreSleeper&) = delete;
+  CoreSleeper& operator=(const CoreSleeper&) = delete;
+
+  // Setup: the channel to create the core's CQ on (null for a stand-in), the bell for
+  // ControlMailbox::set_wake.
+  ibv_comp_channel* channel() const noexcept { return events_->channel(); }
+  Doorbell& bell() noexcept { return bell_; }
+  // True while the core is in epoll_wait (tests wait for it; any thread).
+  bool asleep() const noexcept { return asleep_.load(std::memory_order_acquire); }
+
+  // ---- the core ----
+  // Both wakeups armed; the caller's last look at its queues follows. False: the CQ could not be armed.
+  bool arm_st(BackendCq& cq) noexcept {
+    bell_.arm();
+    return events_->arm(cq);
+  }
+  // Sleeps until a completion event, a command or `timeout_ms` (-1: none). Returns a bit per WakeSource
+  // that woke it; none set means the timeout.
+  unsigned sleep_st(int timeout_ms) noexcept {
+    asleep_.store(true, std::memory_order_release);
+    epoll_event evs[2];
+    const int n = epoll_wait(epfd_, evs, 2, timeout_ms);
+    asleep_.store(false, std::memory_order_release);
+    unsigned woke = 0;
+    for (int i = 0; i < n; ++i) woke |= 1u << evs[i].data.u32;
+    return woke;
+  }
+  // Awake again (or the last look found work): no more bell writes wanted, and every CQ event taken so that
+  // the next epoll_wait does not return at once for an old one.
+  void disarm_st() noexcept {
+    bell_.disarm();
+    events_->consume();
+  }
+
+ private:
+  explicit CoreSleeper(std::unique_ptr<CqEvents> events) noexcept : events_(std::move(events)) {}
+
+  std::unique_ptr<CqEvents> events_;
+  Doorbell bell_;
+  int epfd_ = -1;
+  std::atomic<bool> asleep_{false};
+};
+
+}  // namespace rdmagate::dataplane
