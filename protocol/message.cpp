@@ -67,34 +67,45 @@ WireError check_fragment(const Fragment& f) {
 
 }  // namespace
 
+// The same refusals in the same order as ever (type, credits, payload bound, the type's own rules, length,
+// buffer, fragments), with the length computed inside the one switch on the type.
 WireError check_encodable(const Message& m, const Session& s, std::size_t out_size) noexcept {
   const auto type = static_cast<std::uint8_t>(m.type);
-  if (type < kMessageTypeMin || type > kMessageTypeMax) return WireError::kUnknownType;
-  if (m.credits > s.params.queue_depth) return WireError::kCreditsOverflow;
+  if (type < kMessageTypeMin || type > kMessageTypeMax) [[unlikely]]
+    return WireError::kUnknownType;
+  if (m.credits > s.params.queue_depth) [[unlikely]]
+    return WireError::kCreditsOverflow;
   // Bound the payload before any size arithmetic so nothing below can wrap.
-  if (m.payload.size() > s.params.max_message_size) return WireError::kLengthExceedsMax;
+  const std::size_t payload = m.payload.size();
+  if (payload > s.params.max_message_size) [[unlikely]]
+    return WireError::kLengthExceedsMax;
 
+  std::size_t length = kHeaderSize + payload;
   switch (m.type) {
     case MessageType::kNoop:
       if (m.opcode != 0 || m.cookie != 0) return WireError::kReservedNotZero;
-      if (!m.payload.empty()) return WireError::kUnexpectedPayload;
+      if (payload != 0) return WireError::kUnexpectedPayload;
       break;
     case MessageType::kCompletion:
-      if (!m.payload.empty()) return WireError::kUnexpectedPayload;
+      if (payload != 0) return WireError::kUnexpectedPayload;
       if (m.byte_count > s.params.max_bulk_size) return WireError::kByteCountTooLarge;
+      length = kCompletionSize;
       break;
     case MessageType::kReadChunkRequest:
     case MessageType::kWriteChunkRequest:
       if (m.chunk.count == 0) return WireError::kNoFragments;
       if (m.chunk.count > fragment_cap(s)) return WireError::kTooManyFragments;
+      length = kChunkRequestFixedSize + std::size_t{m.chunk.count} * kFragmentSize + payload;
       break;
-    default:
+    case MessageType::kInlineRequest:
+    case MessageType::kInlineResponse:
       break;
   }
 
-  const std::size_t length = encoded_size(m);
-  if (length > s.params.max_message_size) return WireError::kLengthExceedsMax;
-  if (length > out_size) return WireError::kBufferTooSmall;
+  if (length > s.params.max_message_size) [[unlikely]]
+    return WireError::kLengthExceedsMax;
+  if (length > out_size) [[unlikely]]
+    return WireError::kBufferTooSmall;
   if (is_chunk_request(m.type)) {
     std::uint64_t total = 0;  // kMaxFragments lengths of 32 bits: cannot wrap
     for (const Fragment& fr : m.chunk.view()) {
@@ -113,30 +124,31 @@ std::size_t write_message(const Message& m, const Session& s, std::span<std::uin
   // Payload first: if the caller's payload overlaps `out` below its final place, the header
   // writes that follow must not clobber it before it moves.
   const std::size_t poff = payload_offset(m.type, m.chunk.count);
-  if (!m.payload.empty() && m.payload.data() != p + poff) std::memmove(p + poff, m.payload.data(), m.payload.size());
+  if (!m.payload.empty() && m.payload.data() != p + poff)
+    std::memmove(p + poff, m.payload.data(), m.payload.size());
 
   if (is_chunk_request(m.type)) {
     std::uint8_t* f = p + off::kFragments;
     for (const Fragment& fr : m.chunk.view()) {
       le::store<std::uint64_t>(f, fr.addr);
-      le::store<std::uint32_t>(f + 8, fr.len);
-      le::store<std::uint32_t>(f + 12, fr.rkey);
+      le::store<std::uint64_t>(f + 8, std::uint64_t{fr.len} | std::uint64_t{fr.rkey} << 32);  // len, rkey
       f += kFragmentSize;
     }
-    le::store<std::uint16_t>(p + off::kFragCount, m.chunk.count);
-    le::store<std::uint16_t>(p + off::kChunkRsvd, 0);
+    static_assert(off::kChunkRsvd == off::kFragCount + 2);
+    le::store<std::uint32_t>(p + off::kFragCount, m.chunk.count);  // and the reserved u16, zero
   } else if (m.type == MessageType::kCompletion) {
-    le::store<std::uint32_t>(p + off::kStatus, m.status);
-    le::store<std::uint32_t>(p + off::kByteCount, m.byte_count);
+    static_assert(off::kByteCount == off::kStatus + 4);
+    le::store<std::uint64_t>(p + off::kStatus, std::uint64_t{m.status} | std::uint64_t{m.byte_count} << 32);
   }
 
-  le::store<std::uint16_t>(p + off::kMagic, kMessageMagic);
-  p[off::kVersion] = s.version;
-  p[off::kType] = static_cast<std::uint8_t>(m.type);
-  le::store<std::uint16_t>(p + off::kCredits, m.credits);
-  le::store<std::uint16_t>(p + off::kOpcode, m.opcode);
-  le::store<std::uint32_t>(p + off::kLength, static_cast<std::uint32_t>(length));
-  le::store<std::uint32_t>(p + off::kChecksum, 0);
+  // The first 16 bytes as two little-endian words: magic, version, type, credits, opcode; length, checksum 0.
+  static_assert(off::kVersion == 2 && off::kType == 3 && off::kCredits == 4 && off::kOpcode == 6 &&
+                off::kLength == 8 && off::kChecksum == 12);
+  le::store<std::uint64_t>(p + off::kMagic, std::uint64_t{kMessageMagic} | std::uint64_t{s.version} << 16 |
+                                                std::uint64_t{static_cast<std::uint8_t>(m.type)} << 24 |
+                                                std::uint64_t{m.credits} << 32 |
+                                                std::uint64_t{m.opcode} << 48);
+  le::store<std::uint64_t>(p + off::kLength, length);
   le::store<std::uint64_t>(p + off::kSrcStamp, s.local_incarnation);
   le::store<std::uint64_t>(p + off::kDstStamp, s.peer_incarnation);
   le::store<std::uint64_t>(p + off::kCookie, m.cookie);
@@ -165,34 +177,12 @@ WireError patch_credits(std::span<std::uint8_t> encoded, std::uint16_t credits, 
   return WireError::kOk;
 }
 
-// Checks run in the order documented in docs/protocol.md ("Decode errors"): framing first, then
-// integrity, then identity, then the body. The first failing check is the one reported.
-WireError decode_message(std::span<const std::uint8_t> rx, const Session& s, Message& out) noexcept {
-  if (rx.size() < kHeaderSize) return WireError::kTruncatedHeader;
+namespace {
+
+// The body checks and fields, after every header check passed (`length` == rx.size(), within bounds).
+[[gnu::always_inline]] inline WireError decode_body(std::span<const std::uint8_t> rx, std::uint32_t length,
+                                                    const Session& s, Message& out) noexcept {
   const std::uint8_t* p = rx.data();
-  if (le::load<std::uint16_t>(p + off::kMagic) != kMessageMagic) return WireError::kBadMagic;
-  if (p[off::kVersion] != s.version) return WireError::kBadVersion;
-  const std::uint8_t type = p[off::kType];
-  if (type < kMessageTypeMin || type > kMessageTypeMax) return WireError::kUnknownType;
-  out.type = static_cast<MessageType>(type);
-
-  const std::uint32_t length = le::load<std::uint32_t>(p + off::kLength);
-  if (length < fixed_size(out.type)) return WireError::kLengthTooSmall;
-  if (length > s.params.max_message_size) return WireError::kLengthExceedsMax;
-  if (length > rx.size()) return WireError::kLengthExceedsReceived;
-  if (length < rx.size()) return WireError::kTrailingBytes;
-
-  const std::uint32_t checksum = le::load<std::uint32_t>(p + off::kChecksum);
-  if (s.checksum) {
-    if (checksum != message_checksum(p, length)) return WireError::kBadChecksum;
-  } else if (checksum != 0) {
-    return WireError::kUnexpectedChecksum;
-  }
-
-  if (le::load<std::uint64_t>(p + off::kSrcStamp) != s.peer_incarnation) return WireError::kStaleSource;
-  if (le::load<std::uint64_t>(p + off::kDstStamp) != s.local_incarnation) return WireError::kStaleDestination;
-  out.credits = le::load<std::uint16_t>(p + off::kCredits);
-  if (out.credits > s.params.queue_depth) return WireError::kCreditsOverflow;
   out.opcode = le::load<std::uint16_t>(p + off::kOpcode);
   out.cookie = le::load<std::uint64_t>(p + off::kCookie);
   out.chunk.count = 0;
@@ -243,6 +233,73 @@ WireError decode_message(std::span<const std::uint8_t> rx, const Session& s, Mes
   const std::size_t poff = kChunkRequestFixedSize + frag_bytes;
   out.payload = rx.subspan(poff, length - poff);
   return WireError::kOk;
+}
+
+// The header checks in the order documented in docs/protocol.md ("Decode errors"): framing first, then
+// integrity, then identity. The first failing check is the one reported.
+WireError decode_checked(std::span<const std::uint8_t> rx, const Session& s, Message& out) noexcept {
+  if (rx.size() < kHeaderSize) return WireError::kTruncatedHeader;
+  const std::uint8_t* p = rx.data();
+  if (le::load<std::uint16_t>(p + off::kMagic) != kMessageMagic) return WireError::kBadMagic;
+  if (p[off::kVersion] != s.version) return WireError::kBadVersion;
+  const std::uint8_t type = p[off::kType];
+  if (type < kMessageTypeMin || type > kMessageTypeMax) return WireError::kUnknownType;
+  out.type = static_cast<MessageType>(type);
+
+  const std::uint32_t length = le::load<std::uint32_t>(p + off::kLength);
+  if (length < fixed_size(out.type)) return WireError::kLengthTooSmall;
+  if (length > s.params.max_message_size) return WireError::kLengthExceedsMax;
+  if (length > rx.size()) return WireError::kLengthExceedsReceived;
+  if (length < rx.size()) return WireError::kTrailingBytes;
+
+  const std::uint32_t checksum = le::load<std::uint32_t>(p + off::kChecksum);
+  if (s.checksum) {
+    if (checksum != message_checksum(p, length)) return WireError::kBadChecksum;
+  } else if (checksum != 0) {
+    return WireError::kUnexpectedChecksum;
+  }
+
+  if (le::load<std::uint64_t>(p + off::kSrcStamp) != s.peer_incarnation) return WireError::kStaleSource;
+  if (le::load<std::uint64_t>(p + off::kDstStamp) != s.local_incarnation) return WireError::kStaleDestination;
+  out.credits = le::load<std::uint16_t>(p + off::kCredits);
+  if (out.credits > s.params.queue_depth) return WireError::kCreditsOverflow;
+  return decode_body(rx, length, s, out);
+}
+
+// Smallest length of each type, indexed by the type byte's low three bits (0 and 7 are not types).
+constexpr std::array<std::uint8_t, 8> kFixedSizes = [] {
+  std::array<std::uint8_t, 8> t{};
+  for (std::uint8_t i = 0; i < t.size(); ++i)
+    t[i] = static_cast<std::uint8_t>(fixed_size(static_cast<MessageType>(i)));
+  return t;
+}();
+
+}  // namespace
+
+// Every header check of decode_checked, as one chain of tests that all lead to the same place: a message
+// failing any of them is decoded again by decode_checked, which reports the first failing check in the
+// documented order (and no error code is set up before each test). Sessions with checksums take the
+// ordered path: the CRC dominates there.
+WireError decode_message(std::span<const std::uint8_t> rx, const Session& s, Message& out) noexcept {
+  if (rx.size() >= kHeaderSize && !s.checksum) [[likely]] {
+    const std::uint8_t* p = rx.data();
+    const std::uint32_t lead = le::load<std::uint32_t>(p + off::kMagic);  // magic, version, type
+    const std::uint8_t type = p[off::kType];
+    const std::uint32_t length = le::load<std::uint32_t>(p + off::kLength);
+    const std::uint16_t credits = le::load<std::uint16_t>(p + off::kCredits);
+    if ((lead & 0xffffffu) == (kMessageMagic | std::uint32_t{s.version} << 16) &&
+        static_cast<std::uint8_t>(type - kMessageTypeMin) <= kMessageTypeMax - kMessageTypeMin &&
+        length == rx.size() && length <= s.params.max_message_size && length >= kFixedSizes[type & 7u] &&
+        le::load<std::uint32_t>(p + off::kChecksum) == 0 &&
+        le::load<std::uint64_t>(p + off::kSrcStamp) == s.peer_incarnation &&
+        le::load<std::uint64_t>(p + off::kDstStamp) == s.local_incarnation && credits <= s.params.queue_depth)
+        [[likely]] {
+      out.type = static_cast<MessageType>(type);
+      out.credits = credits;
+      return decode_body(rx, length, s, out);
+    }
+  }
+  return decode_checked(rx, s, out);
 }
 
 }  // namespace rdmagate::protocol
