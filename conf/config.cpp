@@ -24,6 +24,22 @@ std::string_view toString(IdlePolicy v) noexcept {
       return "pause";
     case IdlePolicy::kYield:
       return "yield";
+    case IdlePolicy::kBackoff:
+      return "backoff";
+    case IdlePolicy::kEvent:
+      return "event";
+  }
+  return "?";
+}
+
+std::string_view toString(SrqMode v) noexcept {
+  switch (v) {
+    case SrqMode::kAuto:
+      return "auto";
+    case SrqMode::kRequired:
+      return "required";
+    case SrqMode::kDisabled:
+      return "disabled";
   }
   return "?";
 }

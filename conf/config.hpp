@@ -54,6 +54,15 @@ enum class IdlePolicy : std::uint8_t {
   kBusy,   // spin: lowest latency, the core shows 100% busy
   kPause,  // spin with a pause instruction between empty polls: same latency class, less power
   kYield,  // sched_yield() after an empty burst: shares the core, costs microseconds of latency
+  kBackoff,  // pause runs doubling up to idle_backoff_max_pauses, reset on work: no syscall, less power
+  kEvent,    // backoff, then after idle_event_after_us arm CQ notification and sleep (verbs backend only)
+};
+
+// The shared receive queue of each core (one SRQ per core, its buffers shared by the core's connections).
+enum class SrqMode : std::uint8_t {
+  kAuto,      // where the device has SRQs and the backend can drive one (verbs); else an RQ per connection
+  kRequired,  // an SRQ or an error at start
+  kDisabled,  // a receive queue and buffers per connection
 };
 
 // The device backend the cores run (dataplane/backend/).
@@ -73,6 +82,7 @@ enum class LogFormat : std::uint8_t { kLogfmt, kJson };
 
 std::string_view toString(HugepageMode v) noexcept;
 std::string_view toString(IdlePolicy v) noexcept;
+std::string_view toString(SrqMode v) noexcept;
 std::string_view toString(DataplaneBackend v) noexcept;
 std::string_view toString(StoreBackend v) noexcept;
 std::string_view toString(LogLevel v) noexcept;
@@ -111,7 +121,7 @@ struct ListenConfig {
 
 struct DataplaneConfig {
   CpuSet cores{1};
-  std::uint32_t queue_depth = 64;               // credits per connection, each one receive buffer
+  std::uint32_t queue_depth = 128;              // credits per connection, each one receive buffer
   std::uint32_t inline_threshold_bytes = 4096;  // largest message sent in one SEND (= receive buffer size)
   std::uint32_t send_inline_bytes = 236;        // payloads up to this go IBV_SEND_INLINE (perftest's default)
   std::uint32_t max_fragments = 16;             // fragments per read or write chunk
@@ -121,6 +131,10 @@ struct DataplaneConfig {
   std::uint32_t max_connections_per_core = 64;  // sizes the per-core pools, allocated once at startup
   IdlePolicy idle_policy = IdlePolicy::kBusy;
   std::uint32_t idle_yield_after = 256;  // idle_policy yield: empty polls in a row before sched_yield
+  std::uint32_t idle_backoff_max_pauses = 64;  // idle_policy backoff/event: longest pause run
+  std::uint32_t idle_event_after_us = 1000;    // idle_policy event: idle time before the core sleeps
+  SrqMode srq = SrqMode::kAuto;
+  std::uint32_t srq_receives = 0;  // receive buffers in each core's shared pool; 0: connections x queue_depth
   DataplaneBackend backend = DataplaneBackend::kAuto;
 
   bool operator==(const DataplaneConfig&) const = default;

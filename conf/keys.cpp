@@ -565,6 +565,12 @@ std::string powerOfTwo(std::uint64_t v) {
   return (v & (v - 1)) == 0 ? "" : "is not a power of two (the core masks its loop counter with it)";
 }
 
+// A shared pool below 16 receives cannot hold one connection at the protocol's smallest queue depth with a
+// refill watermark; 0 keeps the derived size.
+std::string zeroOrAtLeast16(std::uint64_t v) {
+  return v == 0 || v >= 16 ? "" : "is below 16 (a pool smaller than one connection's credits plus a refill)";
+}
+
 bool nameChars(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
@@ -733,11 +739,29 @@ class Table {
                                        "per-core pool size");
     add<EnumKey<P, IdlePolicy>>(
         &Config::dataplane, &P::idle_policy, "dataplane.idle_policy",
-        std::vector<IdlePolicy>{IdlePolicy::kBusy, IdlePolicy::kPause, IdlePolicy::kYield}, R,
-        "what a core does after an empty poll");
+        std::vector<IdlePolicy>{IdlePolicy::kBusy, IdlePolicy::kPause, IdlePolicy::kYield, IdlePolicy::kBackoff,
+                                IdlePolicy::kEvent},
+        R, "what a core does after an empty poll");
     add<UnsignedKey<P, std::uint32_t>>(&Config::dataplane, &P::idle_yield_after, "dataplane.idle_yield_after",
                                        "polls", 1u, 1000000u, R,
                                        "idle_policy yield: empty polls in a row before a sched_yield");
+    add<UnsignedKey<P, std::uint32_t>>(&Config::dataplane, &P::idle_backoff_max_pauses,
+                                       "dataplane.idle_backoff_max_pauses", "pauses", 1u, 65536u, R,
+                                       "idle_policy backoff/event: the longest run of pause instructions "
+                                       "between two empty polls (runs double from 1, reset on work)");
+    add<UnsignedKey<P, std::uint32_t>>(&Config::dataplane, &P::idle_event_after_us,
+                                       "dataplane.idle_event_after_us", "us", 1u, 10000000u, R,
+                                       "idle_policy event: time without work before the core arms CQ "
+                                       "notification and sleeps");
+    add<EnumKey<P, SrqMode>>(&Config::dataplane, &P::srq, "dataplane.srq",
+                             std::vector<SrqMode>{SrqMode::kAuto, SrqMode::kRequired, SrqMode::kDisabled}, R,
+                             "one shared receive queue per core (auto: where the device and backend can; "
+                             "required: or an error at start; disabled: one per connection)");
+    add<UnsignedKey<P, std::uint32_t>>(&Config::dataplane, &P::srq_receives, "dataplane.srq_receives",
+                                       "receives", 0u, 1048576u, R,
+                                       "receive buffers in each core's shared pool; 0: "
+                                       "max_connections_per_core x queue_depth",
+                                       zeroOrAtLeast16, "0 or at least 16");
     add<EnumKey<P, DataplaneBackend>>(
         &Config::dataplane, &P::backend, "dataplane.backend",
         std::vector<DataplaneBackend>{DataplaneBackend::kAuto, DataplaneBackend::kVerbs,

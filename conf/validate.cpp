@@ -200,6 +200,20 @@ void checkDataplane(Checker& k) {
         std::to_string(d.send_inline_bytes) + " exceeds the largest message, {other}",
         std::to_string(d.inline_threshold_bytes) + " is smaller than {other}, which must fit in a message");
   }
+  if (k.usable({"dataplane.idle_policy", "dataplane.backend"}) && d.idle_policy == IdlePolicy::kEvent &&
+      d.backend == DataplaneBackend::kMlx5dv) {
+    k.conflict("dataplane.idle_policy", "dataplane.backend",
+               "event needs CQ notification, which the mlx5dv backend ({other}) cannot arm; set "
+               "dataplane.backend: verbs or another idle_policy",
+               "mlx5dv cannot arm CQ notification, which {other} needs; set dataplane.backend: verbs or "
+               "another idle_policy");
+  }
+  if (k.usable({"dataplane.srq_receives", "dataplane.queue_depth"}) && d.srq_receives != 0 &&
+      d.srq_receives < d.queue_depth) {
+    k.conflict("dataplane.srq_receives", "dataplane.queue_depth",
+               std::to_string(d.srq_receives) + " cannot cover one connection's credits, {other}",
+               std::to_string(d.queue_depth) + " credits do not fit in one core's shared pool, {other}");
+  }
 }
 
 void checkProtocol(Checker& k) {

@@ -139,13 +139,13 @@ TEST(Dump, QuotesWhatYamlWouldMisread) {
 
 TEST(Diff, ReportsChangesWithTheirReloadClass) {
   auto a = load("");
-  auto b = load("logging:\n  level: warn\ndataplane:\n  queue_depth: 128\nprotocol:\n  keepalive_ms: 2000\n");
+  auto b = load("logging:\n  level: warn\ndataplane:\n  queue_depth: 256\nprotocol:\n  keepalive_ms: 2000\n");
   ASSERT_TRUE(a.ok() && b.ok());
   auto changes = diffConfig(a->config, b->config);
   ASSERT_EQ(changes.size(), 3u);
   EXPECT_EQ(changes[0].key, "dataplane.queue_depth");
-  EXPECT_EQ(changes[0].before, "64");
-  EXPECT_EQ(changes[0].after, "128");
+  EXPECT_EQ(changes[0].before, "128");
+  EXPECT_EQ(changes[0].after, "256");
   EXPECT_EQ(changes[0].reload, Reload::kRestart);
   EXPECT_EQ(changes[1].key, "protocol.keepalive_ms");
   EXPECT_EQ(changes[1].reload, Reload::kLive);
@@ -210,7 +210,7 @@ telemetry:
 security:
   allowed_clients: []
 dataplane:
-  queue_depth: 128
+  queue_depth: 256
 )");
   ASSERT_TRUE(running.ok() && next.ok());
   Config merged = applyLiveChanges(running->config, next->config);
@@ -225,7 +225,7 @@ dataplane:
   // restart-only keys keep the running values
   EXPECT_EQ(merged.logging.format, LogFormat::kLogfmt);
   EXPECT_FALSE(merged.protocol.checksum);
-  EXPECT_EQ(merged.dataplane.queue_depth, 64u);
+  EXPECT_EQ(merged.dataplane.queue_depth, 128u);
   // every remaining difference is restart-only
   for (const ConfigChange& c : diffConfig(merged, next->config))
     EXPECT_EQ(c.reload, Reload::kRestart) << c.key;

@@ -65,8 +65,12 @@ TEST(Document, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.listen.addresses, std::vector<IpAddress>{IpAddress::v4Any()});
   EXPECT_EQ(c.listen.port, 7471);
   EXPECT_EQ(c.dataplane.cores, (CpuSet{1}));
-  EXPECT_EQ(c.dataplane.queue_depth, 64u);
+  EXPECT_EQ(c.dataplane.queue_depth, 128u);
   EXPECT_EQ(c.dataplane.idle_policy, IdlePolicy::kBusy);
+  EXPECT_EQ(c.dataplane.idle_backoff_max_pauses, 64u);
+  EXPECT_EQ(c.dataplane.idle_event_after_us, 1000u);
+  EXPECT_EQ(c.dataplane.srq, SrqMode::kAuto);
+  EXPECT_EQ(c.dataplane.srq_receives, 0u);
   EXPECT_EQ(c.protocol.keepalive_ms, 1000u);
   EXPECT_EQ(c.protocol.dead_peer_timeout_ms, 10000u);
   EXPECT_FALSE(c.protocol.checksum);

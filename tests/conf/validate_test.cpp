@@ -270,10 +270,28 @@ TEST(Eal, StoreDoesNotFitInEalMemory) {
 
 TEST(Dataplane, SignalIntervalNotBelowQueueDepth) {
   EXPECT_THAT(
-      errorsOf("dataplane:\n  signal_interval: 64\n"),
-      ElementsAre("conf/x.yaml:2:3: dataplane.signal_interval: 64 must be below dataplane.queue_depth = 64 "
+      errorsOf("dataplane:\n  signal_interval: 128\n"),
+      ElementsAre("conf/x.yaml:2:3: dataplane.signal_interval: 128 must be below dataplane.queue_depth = 128 "
                   "(default), or unsignaled sends can overflow the send queue"));
 }
+TEST(Dataplane, EventIdleNeedsAnArmableBackend) {
+  EXPECT_THAT(errorsOf("dataplane:\n  idle_policy: event\n  backend: mlx5dv\n"),
+              ElementsAre(HasSubstr("dataplane.idle_policy: event needs CQ notification, which the mlx5dv "
+                                    "backend (dataplane.backend = mlx5dv (line 3)) cannot arm")));
+  EXPECT_THAT(errorsOf("dataplane:\n  idle_policy: event\n  backend: verbs\n"), IsEmpty());
+  EXPECT_THAT(errorsOf("dataplane:\n  idle_policy: event\n"), IsEmpty());  // auto: the engine decides
+}
+
+TEST(Dataplane, SharedPoolCoversOneConnection) {
+  EXPECT_THAT(errorsOf("dataplane:\n  srq_receives: 100\n"),
+              ElementsAre(HasSubstr("dataplane.srq_receives: 100 cannot cover one connection's credits, "
+                                    "dataplane.queue_depth = 128 (default)")));
+  EXPECT_THAT(errorsOf("dataplane:\n  srq_receives: 128\n"), IsEmpty());
+  EXPECT_THAT(errorsOf("dataplane:\n  srq_receives: 0\n"), IsEmpty());
+  EXPECT_THAT(errorsOf("dataplane:\n  srq_receives: 8\n"),
+              ElementsAre(HasSubstr("dataplane.srq_receives: 8 is below 16")));
+}
+
 
 TEST(Dataplane, QueueDepthBelowSignalIntervalBlamesTheQueueDepth) {
   EXPECT_THAT(
