@@ -210,6 +210,10 @@ class ObjectService {
     after_call_st(api, c, i, st, lease);
   }
 
+  // True when no storage op is pending: nothing will arrive on the backend's completion queue, whose
+  // producers (librados threads) ring no doorbell, so a core with idle_policy event may sleep only then.
+  bool idle_st() const noexcept { return pending_ == 0; }
+
   // Completions of pending storage ops. Returns true when it may have staged sends or transfers.
   template <typename Api>
   bool on_poll_st(Api& api) noexcept {
