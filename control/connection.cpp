@@ -98,6 +98,7 @@ int Connection::create_qp() noexcept {
   dataplane::QpCaps caps;
   caps.max_send_wr = dataplane::send_queue_depth(cc);
   caps.max_recv_wr = cc.rx_per_conn;
+  caps.srq = core.srq();  // the core's shared receive queue, if it has one: the QP gets no receive queue
   caps.max_inline_data = std::min<std::uint32_t>(cc.buf_size, eng_.cfg_.send_inline_bytes);
   dataplane::CoreConnSetup setup;
   std::string err;
@@ -119,6 +120,16 @@ int Connection::create_qp() noexcept {
 }
 
 int Connection::post_rx() noexcept {
+  dataplane::CoreResources& core = *eng_.cores_[static_cast<std::size_t>(core_)];
+  if (core.srq() != nullptr) {
+    // The core's pool holds this connection's share already; from here its QP's receives reach the core.
+    if (!dataplane::attach_to_srq(cc_, core)) {
+      eng_.log_st("qp 0x%x (peer %s): core %u's connection table is full", cc_.qp_num, peer_str_.c_str(),
+                  core.index());
+      return -ENOSPC;
+    }
+    return 0;
+  }
   const std::uint32_t n = lc_.role() == Role::kPassive ? rx_to_post_ : static_cast<std::uint32_t>(cc_.rx.size());
   if (n == 0 || n > cc_.rx.size()) return -EINVAL;
   const std::vector<dataplane::RecvPost> posts = dataplane::initial_receives(cc_, n);
@@ -231,6 +242,9 @@ void Connection::free_rx() noexcept {
 
 void Connection::destroy_qp() noexcept {
   if (cc_.qp_num != 0) eng_.by_qp_.erase(cc_.qp_num);
+  if (core_ >= 0 && eng_.cores_[static_cast<std::size_t>(core_)]->srq() != nullptr) {
+    dataplane::detach_from_srq(cc_, *eng_.cores_[static_cast<std::size_t>(core_)]);
+  }
   qp_.reset();
   cc_.qp = nullptr;
 }

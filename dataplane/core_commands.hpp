@@ -22,11 +22,17 @@ void CoreLoop<B, S>::on_adopt_st(ConnHandle h) noexcept {
   owned_.push_back(&c);
   ++cnt_.adopted;
   svc_.on_adopt_st(*this, c);
-  // Messages that arrived between accept and ADOPT, in arrival order.
-  for (std::uint32_t i = 0; i < c.early_count && c.state == CoreConnState::kOwned; ++i) {
-    handle_message_st(c, c.rx[c.early[i]]);
+  // Messages that arrived between accept and ADOPT, in arrival order (those behind a failure are dropped).
+  std::uint32_t i = 0;
+  for (; i < c.early_count && c.state == CoreConnState::kOwned; ++i) {
+    RxDesc& rx = parked_rx_st(c, i);
+    if constexpr (SharedReceiveBackend<B>) {
+      handle_pooled_st(c, rx);
+    } else {
+      handle_message_st(c, rx);
+    }
   }
-  c.early_count = 0;
+  drop_parked_st(c, i);
   mark_dirty_st(c);
 }
 
@@ -48,7 +54,7 @@ void CoreLoop<B, S>::on_close_st(ConnHandle h, CloseReason) noexcept {
       free_tx_st(c, tx);
     }
   }
-  c.early_count = 0;  // parked receives already completed: drop them
+  drop_parked_st(c, 0);  // parked receives already completed: drop them
   c.chunk_count = 0;  // waiting chunk requests are dropped with the connection
   // Unsignaled sends that completed leave no CQE: a signaled marker behind them proves the SQ empty. If it
   // cannot be posted now, the FIFO stays as it is (what is on the device still flushes into it) and the
@@ -68,6 +74,7 @@ bool CoreLoop<B, S>::post_drain_st(CoreConn& c) noexcept {
     return false;
   }
   c.drain_posted = true;
+  ++cnt_.send_wrs;
   return true;
 }
 
@@ -134,6 +141,9 @@ void CoreLoop<B, S>::maybe_closed_st(CoreConn& c) noexcept {
     std::erase(drain_retry_, &c);
   }
   c.state = CoreConnState::kClosed;
+  // A receive of its QP that still completes (it ran as the QP went to ERR) is a stray from now on: control
+  // may free the connection once it reads CLOSED.
+  if constexpr (SharedReceiveBackend<B>) res_.conn_table().erase(&c);
   ++cnt_.closed;
   if (!mailbox_.closed_st(c.handle)) ++cnt_.errors[static_cast<std::size_t>(CoreError::kUnexpected)];
 }

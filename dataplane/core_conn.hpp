@@ -9,10 +9,16 @@
 // kind in the low 3 bits, so a completion finds its descriptor, and through it its connection, without a
 // lookup. A completion may arrive before ADOPT (receives are posted before accept): the core finds the
 // connection through the descriptor and parks the message (early rx).
+//
+// With a shared receive queue (CoreConfig::srq) a receive descriptor belongs to the core's pool, not to a
+// connection (RxDesc::conn is null): the connection comes from the completion's QP number through the core's
+// ConnTable below, one hash probe, nothing allocated.
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <new>
 #include <optional>
 #include <span>
@@ -56,10 +62,10 @@ inline T* wr_desc(std::uint64_t wr_id) noexcept {
 struct CoreConn;
 
 struct alignas(8) RxDesc {
-  CoreConn* conn = nullptr;
+  CoreConn* conn = nullptr;  // null: a buffer of the core's shared receive pool
   std::uint8_t* buf = nullptr;
   std::uint32_t byte_len = 0;  // core: of the last completion (early rx parking)
-  std::uint16_t index = 0;
+  std::uint32_t index = 0;     // in the connection's rx, or in the core's pool
 };
 
 struct alignas(8) TxDesc {
@@ -202,7 +208,7 @@ struct CoreConn {
   std::uint32_t unsignaled = 0;         // sends posted since the last signaled one
   bool drain_posted = false;
   bool drain_retry = false;  // draining, and the drain marker could not be posted yet (retried by the timers)
-  std::vector<std::uint16_t> early;     // rx indices completed before ADOPT, in order
+  std::vector<std::uint32_t> early;  // rx (or shared pool) indices completed before ADOPT, in order
   std::uint32_t early_count = 0;
   // Work staged on the backend's QP since the last flush (posted at the end of the burst).
   std::uint32_t staged_recvs = 0;
@@ -255,6 +261,8 @@ struct CoreCounters {
   std::uint64_t inline_sends = 0;
   std::uint64_t doorbells_send = 0;
   std::uint64_t doorbells_recv = 0;
+  std::uint64_t send_wrs = 0;    // send work requests handed to the device (messages, RDMA, drain markers)
+  std::uint64_t recv_posts = 0;  // receives handed to the device by the core (control's first ones excluded)
   std::uint64_t credit_stalls = 0;   // a message queued because credits did not allow it now
   std::uint64_t noops = 0;         // every NOOP sent, keepalives included
   std::uint64_t keepalives = 0;    // NOOPs the credit machine sent for NoopReason::kKeepalive
@@ -269,6 +277,67 @@ struct CoreCounters {
   std::uint64_t chunk_queue_full = 0;   // chunk requests refused with kNoResources
   std::uint64_t quiesce_refused = 0;    // requests that arrived while quiescing, answered kNoResources
   std::uint64_t quiesce_reached = 0;    // quiesce phases that ended with every connection idle
+  // Shared receive queue: receives of a QP no connection of this core names (any more: one that ran as its
+  // QP went to ERR after CLOSED); the buffer goes back to the pool.
+  std::uint64_t srq_stray = 0;
 };
+
+// QP number -> connection, for the receives of a core's shared receive queue: an open-addressing table of
+// single pointers (published with release), fixed capacity (twice the core's connections), a removed entry a
+// tombstone so every other probe sequence stays intact (the mlx5 backend's QP table, for connections).
+// Control inserts a connection before its QP can receive anything; the entry goes when the core answers
+// CLOSED (the core removes it) or control destroys the QP, whichever is first.
+class ConnTable {
+ public:
+  ConnTable() = default;
+  explicit ConnTable(std::uint32_t max_conns) {
+    std::uint32_t cap = 16;
+    while (cap < 2 * max_conns) cap <<= 1;
+    slots_ = std::make_unique<std::atomic<CoreConn*>[]>(cap);
+    for (std::uint32_t i = 0; i < cap; ++i) slots_[i].store(nullptr, std::memory_order_relaxed);
+    mask_ = cap - 1;
+  }
+  // By c->qp_num, which is set before and never changes while c is in the table.
+  bool insert(CoreConn* c) noexcept;  // false when full
+  void erase(CoreConn* c) noexcept;
+  CoreConn* find_st(std::uint32_t qpn) const noexcept;
+
+ private:
+  static CoreConn* tombstone() noexcept { return reinterpret_cast<CoreConn*>(std::uintptr_t{8}); }
+  std::uint32_t hash(std::uint32_t qpn) const noexcept { return (qpn * 2654435761u >> 8) & mask_; }
+  std::unique_ptr<std::atomic<CoreConn*>[]> slots_;
+  std::uint32_t mask_ = 0;
+};
+
+inline CoreConn* ConnTable::find_st(std::uint32_t qpn) const noexcept {
+  for (std::uint32_t i = hash(qpn), n = 0; n <= mask_; i = (i + 1) & mask_, ++n) {
+    CoreConn* c = slots_[i].load(std::memory_order_acquire);
+    if (c == nullptr) return nullptr;
+    if (c != tombstone() && c->qp_num == qpn) return c;
+  }
+  return nullptr;
+}
+
+inline bool ConnTable::insert(CoreConn* c) noexcept {
+  for (std::uint32_t i = hash(c->qp_num), n = 0; n <= mask_; i = (i + 1) & mask_, ++n) {
+    CoreConn* cur = slots_[i].load(std::memory_order_relaxed);
+    if (cur == nullptr || cur == tombstone()) {
+      slots_[i].store(c, std::memory_order_release);
+      return true;
+    }
+  }
+  return false;
+}
+
+inline void ConnTable::erase(CoreConn* c) noexcept {
+  for (std::uint32_t i = hash(c->qp_num), n = 0; n <= mask_; i = (i + 1) & mask_, ++n) {
+    CoreConn* cur = slots_[i].load(std::memory_order_relaxed);
+    if (cur == nullptr) return;
+    if (cur == c) {
+      slots_[i].store(tombstone(), std::memory_order_release);
+      return;
+    }
+  }
+}
 
 }  // namespace rdmagate::dataplane

@@ -23,10 +23,12 @@ std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreC
   std::unique_ptr<CoreResources> c(new CoreResources());
   c->index_ = index;
   c->cfg_ = cfg;
+  if (cfg.srq != SrqMode::kOff && !c->setup_srq(backend, error)) return nullptr;
   // Every receive and every send work request of every slot can complete on this CQ: a flush gives each a
   // CQE, signaled or not, and a slot's send queue holds its messages, a chunk's RDMA work requests and the
-  // drain marker (send_queue_depth).
-  const int cqe = static_cast<int>(cfg.max_conns * (cfg.rx_per_conn + send_queue_depth(cfg)));
+  // drain marker (send_queue_depth). With the shared receive queue, every receive of the pool instead.
+  const std::uint32_t receives = c->srq_ != nullptr ? c->pool_size() : c->cfg_.max_conns * cfg.rx_per_conn;
+  const int cqe = static_cast<int>(receives + c->cfg_.max_conns * send_queue_depth(cfg));
   c->cq_ = cfg.cq_channel != nullptr ? backend.create_armable_cq(cqe, cfg.max_conns, cfg.cq_channel, error)
                                      : backend.create_cq(cqe, cfg.max_conns, error);
   if (c->cq_ == nullptr) return nullptr;
@@ -36,6 +38,7 @@ std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreC
   // Registered once for the core's whole life.
   c->mr_ = backend.register_memory(c->region_.data(), bytes, cfg.access, error);
   if (c->mr_ == nullptr) return nullptr;
+  if (c->srq_ != nullptr && !c->post_pool(backend, error)) return nullptr;
   HandoffSizes sizes;
   const std::size_t ring_bytes = CoreHandoff::memsize(sizes);
   c->ring_mem_ = HugeBuffer::allocate(ring_bytes, cfg.socket, 0, error, cfg.memory);
@@ -49,9 +52,67 @@ std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreC
                                                          c->handoff_.to_control().take_consumer());
   c->core_mailbox_ = std::make_unique<EngineCoreMailbox>(c->handoff_.to_core().take_consumer(),
                                                          c->handoff_.to_control().take_producer());
-  c->free_slots_.reserve(cfg.max_conns);
-  for (int s = static_cast<int>(cfg.max_conns) - 1; s >= 0; --s) c->free_slots_.push_back(s);
+  c->free_slots_.reserve(c->cfg_.max_conns);
+  for (int s = static_cast<int>(c->cfg_.max_conns) - 1; s >= 0; --s) c->free_slots_.push_back(s);
   return c;
+}
+
+// The pool's size and the connections it covers: every peer may hold rx_per_conn credits, so the pool holds
+// rx_per_conn for each connection the core admits (docs/protocol.md, "Shared receive queue"). The core's slot
+// count becomes what the pool covers when dataplane.srq_receives asks for fewer buffers.
+bool CoreResources::setup_srq(DeviceBackend& backend, std::string* error) {
+  const std::string core = "core " + std::to_string(index_);
+  const std::uint64_t want =
+      cfg_.srq_receives != 0 ? cfg_.srq_receives : std::uint64_t{cfg_.max_conns} * cfg_.rx_per_conn;
+  if (want < cfg_.rx_per_conn || want > 0xffffffffu) {
+    *error = core + ": dataplane.srq_receives " + std::to_string(want) + " cannot cover one connection's " +
+             std::to_string(cfg_.rx_per_conn) + " credits (dataplane.queue_depth), or exceeds 2^32 - 1";
+    return false;
+  }
+  const std::uint32_t conns =
+      std::min<std::uint32_t>(cfg_.max_conns, static_cast<std::uint32_t>(want / cfg_.rx_per_conn));
+  const auto pool = static_cast<std::uint32_t>(std::uint64_t{conns} * cfg_.rx_per_conn);
+  std::string why;
+  srq_ = backend.create_srq(pool, &why);
+  if (srq_ == nullptr) {
+    if (cfg_.srq == SrqMode::kOn) {
+      *error = core + ": dataplane.srq on: " + why;
+      return false;
+    }
+    srq_note_ = core + ": no shared receive queue (" + why + "): a receive queue per connection";
+    return true;
+  }
+  cfg_.max_conns = conns;
+  pool_.assign(pool, RxDesc{});
+  conn_table_ = ConnTable(conns);
+  return true;
+}
+
+// Every buffer of the pool posted (control thread, before the core runs).
+bool CoreResources::post_pool(DeviceBackend& backend, std::string* error) {
+  std::vector<RecvPost> posts;
+  posts.reserve(pool_.size());
+  for (std::uint32_t i = 0; i < pool_.size(); ++i) {
+    RxDesc& d = pool_[i];
+    d.buf = region_.bytes() + std::size_t{i} * cfg_.buf_size;
+    d.index = i;
+    posts.push_back(RecvPost{make_wr_id(&d, WrKind::kRecv),
+                             Segment{reinterpret_cast<std::uintptr_t>(d.buf), cfg_.buf_size, mr_->lkey}});
+  }
+  std::string why;
+  if (backend.post_srq_receives(*srq_, posts, &why) != posts.size()) {
+    *error = "core " + std::to_string(index_) + ": filling the shared receive queue: " + why;
+    return false;
+  }
+  return true;
+}
+
+bool attach_to_srq(CoreConn& cc, CoreResources& core) {
+  return core.conn_table().insert(&cc);
+}
+
+void detach_from_srq(CoreConn& cc, CoreResources& core) {
+  core.conn_table().erase(&cc);
 }
 
 // The registration goes before the CQ and the region (member order would free the region first).
@@ -93,11 +154,13 @@ void init_core_conn(CoreConn& cc, CoreResources& core, int slot, const CoreConnS
   cc.sq_depth = g.max_send_wr;
   cc.signal_interval = static_cast<std::uint16_t>(
       std::max<std::uint32_t>(1, std::min<std::uint32_t>(setup.signal_interval, g.max_send_wr / 4)));
-  cc.rx.assign(cfg.rx_per_conn, RxDesc{});
-  for (std::uint32_t i = 0; i < cfg.rx_per_conn; ++i) {
+  // With the shared receive queue the connection has no receive buffers of its own.
+  const std::uint32_t own_rx = core.srq() != nullptr ? 0 : cfg.rx_per_conn;
+  cc.rx.assign(own_rx, RxDesc{});
+  for (std::uint32_t i = 0; i < own_rx; ++i) {
     cc.rx[i].conn = &cc;
     cc.rx[i].buf = core.rx_buf(slot, i);
-    cc.rx[i].index = static_cast<std::uint16_t>(i);
+    cc.rx[i].index = i;
   }
   cc.tx.assign(cfg.tx_per_conn, TxDesc{});
   cc.tx_free.assign(cfg.tx_per_conn, 0);

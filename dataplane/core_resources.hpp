@@ -6,7 +6,10 @@
 //
 // Memory: one HugeBuffer (rte_malloc on the core's socket) holding every slot's buffers:
 //   slot s: [rx_per_conn x buf_size][tx_per_conn x buf_size][bulk_bytes_per_conn]
-// registered with `access` (IBV_ACCESS_LOCAL_WRITE only on the passive side).
+// registered with `access` (IBV_ACCESS_LOCAL_WRITE only on the passive side). With a shared receive queue
+// (CoreConfig::srq) the receive buffers are the core's pool instead, in front of the slots, and a slot holds
+// only its send and bulk buffers:
+//   [srq pool x buf_size] then slot s: [tx_per_conn x buf_size][bulk_bytes_per_conn]
 
 #include <infiniband/verbs.h>  // IBV_ACCESS_* flags
 
@@ -38,13 +41,29 @@ enum class IdlePolicy : std::uint8_t {
   kBusy = 0,   // poll again at once: a pinned core with a physical CPU of its own (lowest latency)
   kYield = 1,  // sched_yield after `idle_yield_after` empty polls: more pollers than CPUs (tests, 2-vCPU guest)
   kPause = 2,  // rte_pause, then poll again: a hyperthread sibling keeps the core's issue slots, less power
+  kBackoff = 3,  // pause runs doubling up to idle_backoff_max_pauses, reset on work: no syscall
+  kEvent = 4,    // backoff, then after idle_event_after_us arm CQ notification and sleep (CoreSleeper)
+};
+
+class CoreSleeper;
+
+// Where a core's receive buffers are posted (dataplane.srq).
+enum class SrqMode : std::uint8_t {
+  kOff = 0,   // a receive queue and rx_per_conn buffers per connection
+  kOn = 1,    // one shared receive queue per core; a device or backend without one is an error at setup
+  kAuto = 2,  // the shared receive queue where the device and the backend have one, else kOff (noted)
 };
 
 struct CoreConfig {
   unsigned lcore = 1;             // EAL worker lcore the loop runs on
   int socket = -1;                // NUMA socket for its memory (-1: any)
   std::uint32_t max_conns = 64;   // connection slots
-  std::uint32_t rx_per_conn = 32; // receive buffers per connection (>= queue depth)
+  std::uint32_t rx_per_conn = 32;  // receive buffers per connection (>= queue depth); with srq, the credits
+                                   // each connection's peer may hold (the share of the pool it is sure of)
+  SrqMode srq = SrqMode::kOff;
+  // Buffers of the shared receive pool (srq); 0: max_conns x rx_per_conn. The core admits at most
+  // srq_receives / rx_per_conn connections, so that the pool covers every credit its peers may hold.
+  std::uint32_t srq_receives = 0;
   std::uint32_t tx_per_conn = 80; // tx descriptors per connection
   std::uint32_t buf_size = 4096;  // bytes per buffer (>= max message size)
   int access = IBV_ACCESS_LOCAL_WRITE;
@@ -53,6 +72,10 @@ struct CoreConfig {
   std::uint32_t check_every = EngineCoreMailbox::kCheckEvery;
   IdlePolicy idle = IdlePolicy::kBusy;
   std::uint32_t idle_yield_after = 256;
+  std::uint32_t idle_backoff_max_pauses = 64;
+  std::uint32_t idle_event_after_us = 1000;
+  // Non-null with idle kEvent: what the core sleeps on (its CQ's channel is cq_channel; set by the engine).
+  CoreSleeper* sleeper = nullptr;
   std::uint32_t bulk_bytes_per_conn = 0;  // per-connection bulk buffer (chunk READ target / WRITE source)
   std::uint64_t keepalive_us = 0;       // 0: no keepalive NOOPs
   std::uint64_t dead_peer_us = 0;       // 0: never declare a peer dead
@@ -81,7 +104,21 @@ class CoreResources {
   // IBV_ACCESS_LOCAL_WRITE only and never hands a key out).
   std::uint32_t rkey() const noexcept { return mr_->rkey; }
   // Bytes of the region registered with the NIC (this core's share of rdmagate_memory_registered_bytes).
-  std::size_t registered_bytes() const noexcept { return slot_bytes() * cfg_.max_conns; }
+  std::size_t registered_bytes() const noexcept { return pool_bytes() + slot_bytes() * cfg_.max_conns; }
+
+  // ---- shared receive queue (null: a receive queue per connection) ----
+  BackendSrq* srq() const noexcept { return srq_.get(); }
+  // With SrqMode::kAuto and no shared receive queue: why not (control logs it at setup). Empty otherwise.
+  const std::string& srq_note() const noexcept { return srq_note_; }
+  std::uint32_t pool_size() const noexcept { return static_cast<std::uint32_t>(pool_.size()); }
+  RxDesc& pool_rx(std::uint32_t i) noexcept { return pool_[i]; }
+  ConnTable& conn_table() noexcept { return conn_table_; }
+  // The core's: receives staged on the shared receive queue since its last flush, every re-post ever staged
+  // (a receive path compares it around a message to see whether its buffer went back), and buffers a post
+  // refused (lost to the pool; never on a pool that matches the SRQ's size).
+  std::uint32_t srq_staged = 0;
+  std::uint64_t srq_reposts = 0;
+  std::uint64_t srq_lost = 0;
 
   // ---- control thread ----
   // A free slot index, or -1. load() counts slots in use (least-loaded placement).
@@ -89,10 +126,11 @@ class CoreResources {
   void free_slot_st(int slot) noexcept;
   std::uint32_t load() const noexcept { return used_; }
   std::uint8_t* rx_buf(int slot, std::uint32_t i) const noexcept {
-    return region_.bytes() + slot_bytes() * static_cast<std::size_t>(slot) + std::size_t{i} * cfg_.buf_size;
+    return region_.bytes() + pool_bytes() + slot_bytes() * static_cast<std::size_t>(slot) +
+           std::size_t{i} * cfg_.buf_size;
   }
   std::uint8_t* tx_buf(int slot, std::uint32_t i) const noexcept {
-    return rx_buf(slot, cfg_.rx_per_conn) + std::size_t{i} * cfg_.buf_size;
+    return rx_buf(slot, slot_rx()) + std::size_t{i} * cfg_.buf_size;
   }
   std::uint8_t* bulk_buf(int slot) const noexcept { return tx_buf(slot, cfg_.tx_per_conn); }
   ControlMailbox& control_mailbox() noexcept { return *control_mailbox_; }
@@ -116,9 +154,14 @@ class CoreResources {
 
  private:
   CoreResources() = default;
+  // Receive buffers a slot holds itself: none with a shared receive queue.
+  std::uint32_t slot_rx() const noexcept { return srq_ != nullptr ? 0 : cfg_.rx_per_conn; }
   std::size_t slot_bytes() const noexcept {
-    return std::size_t{cfg_.rx_per_conn + cfg_.tx_per_conn} * cfg_.buf_size + cfg_.bulk_bytes_per_conn;
+    return std::size_t{slot_rx() + cfg_.tx_per_conn} * cfg_.buf_size + cfg_.bulk_bytes_per_conn;
   }
+  std::size_t pool_bytes() const noexcept { return pool_.size() * std::size_t{cfg_.buf_size}; }
+  bool setup_srq(DeviceBackend& backend, std::string* error);
+  bool post_pool(DeviceBackend& backend, std::string* error);
 
   unsigned index_ = 0;
   CoreConfig cfg_{};
@@ -131,6 +174,10 @@ class CoreResources {
   std::unique_ptr<EngineCoreMailbox> core_mailbox_;
   std::vector<int> free_slots_;
   std::uint32_t used_ = 0;
+  std::unique_ptr<BackendSrq> srq_;  // destroyed after every QP (control's connections go first)
+  std::string srq_note_;
+  std::vector<RxDesc> pool_;
+  ConnTable conn_table_;
 };
 
 // What a connection's QP is, once created on core `core` in slot `slot`: what init_core_conn needs.
@@ -153,5 +200,12 @@ void init_core_conn(CoreConn& cc, CoreResources& core, int slot, const CoreConnS
 
 // The receives control posts before accept/connect: the first `n` of the connection's rx descriptors.
 std::vector<RecvPost> initial_receives(const CoreConn& cc, std::uint32_t n);
+
+// With a shared receive queue: makes `cc` (its QP created, init_core_conn done) the owner of its QP's
+// receives on `core` (control, where it would post the first receives). False when the core's table is full.
+bool attach_to_srq(CoreConn& cc, CoreResources& core);
+// Control, when it destroys the QP: the table no longer names `cc` (the core removed it already if it
+// answered CLOSED).
+void detach_from_srq(CoreConn& cc, CoreResources& core);
 
 }  // namespace rdmagate::dataplane

@@ -78,12 +78,139 @@ void CoreLoop<B, S>::write_st(CoreConn& c, std::uint16_t idx, const protocol::Me
   d.type = static_cast<std::uint8_t>(m.type);
 }
 
+// A receive completed. With a receive queue per connection its descriptor names the connection. With the
+// core's shared receive queue (SharedReceiveBackend<B>, chosen at setup: no branch per message on it) the
+// completion's QP number does, and the buffer goes back to the pool whatever becomes of the message.
+template <typename B, typename S>
+void CoreLoop<B, S>::receive_completed_st(const Completion& wc) noexcept {
+  ++cnt_.completions_recv;
+  RxDesc& rx = *wr_desc<RxDesc>(wc.wr_id);
+  if constexpr (SharedReceiveBackend<B>) {
+    CoreConn* const cp = res_.conn_table().find_st(wc.qp_num);
+    if (cp == nullptr) [[unlikely]] {  // a QP this core answered CLOSED for (it ran as the QP went to ERR)
+      ++cnt_.srq_stray;
+      repost_pool_st(rx);
+      return;
+    }
+    CoreConn& c = *cp;
+    if (wc.status != CompletionStatus::kOk) [[unlikely]] {
+      repost_pool_st(rx);
+      completion_error_st(c, wc);
+      return;
+    }
+    rx.byte_len = wc.byte_len;
+    switch (c.state) {
+      case CoreConnState::kOwned:
+        handle_pooled_st(c, rx);
+        return;
+      case CoreConnState::kPosted:
+        // Early rx: parked in arrival order. The peer cannot send more than its credits before ADOPT, so the
+        // park (rx_per_conn entries) holds them all; a misbehaving peer's excess goes back to the pool.
+        ++cnt_.early_rx;
+        if (c.early_count < c.early.size()) {
+          c.early[c.early_count++] = rx.index;
+        } else {
+          repost_pool_st(rx);
+        }
+        return;
+      default:
+        repost_pool_st(rx);  // failed or draining: the message is dropped, the buffer is the pool's
+        maybe_closed_st(c);
+        return;
+    }
+  } else {
+    CoreConn& c = *rx.conn;
+    --c.rx_posted;
+    if (wc.status != CompletionStatus::kOk) [[unlikely]] {
+      completion_error_st(c, wc);
+      return;
+    }
+    rx.byte_len = wc.byte_len;
+    switch (c.state) {
+      case CoreConnState::kOwned:
+        handle_message_st(c, rx);
+        return;
+      case CoreConnState::kPosted:
+        // Early rx: the peer sent before ADOPT reached us. Park it in arrival order.
+        ++cnt_.early_rx;
+        if (c.early_count < c.early.size()) c.early[c.early_count++] = rx.index;
+        return;
+      default:
+        maybe_closed_st(c);  // failed or draining: consume, never re-post
+        return;
+    }
+  }
+}
+
+// handle_message_st for a buffer of the shared pool: a message it refuses (a wire or credit error, which
+// fails the connection) is not re-posted there, and no credit stands for it, so it goes back to the pool
+// here.
+template <typename B, typename S>
+void CoreLoop<B, S>::handle_pooled_st(CoreConn& c, RxDesc& rx) noexcept {
+  const std::uint64_t reposts = res_.srq_reposts;
+  handle_message_st(c, rx);
+  if (res_.srq_reposts == reposts) [[unlikely]]
+    repost_pool_st(rx);
+}
+
+// The receive descriptor of early (parked) message `i` of `c`.
+template <typename B, typename S>
+RxDesc& CoreLoop<B, S>::parked_rx_st(CoreConn& c, std::uint32_t i) noexcept {
+  if constexpr (SharedReceiveBackend<B>) {
+    return res_.pool_rx(c.early[i]);
+  } else {
+    return c.rx[c.early[i]];
+  }
+}
+
+// Parked messages from `from` on are dropped (the connection failed or closes before they ran): with the
+// shared pool their buffers go back to it; a connection's own buffers are simply consumed.
+template <typename B, typename S>
+void CoreLoop<B, S>::drop_parked_st(CoreConn& c, std::uint32_t from) noexcept {
+  if constexpr (SharedReceiveBackend<B>) {
+    for (std::uint32_t i = from; i < c.early_count; ++i) repost_pool_st(res_.pool_rx(c.early[i]));
+  }
+  c.early_count = 0;
+}
+
+template <typename B, typename S>
+void CoreLoop<B, S>::repost_pool_st(RxDesc& rx) noexcept {
+  if constexpr (SharedReceiveBackend<B>) {
+    B::stage_srq_recv_st(
+        static_cast<typename B::Srq&>(*res_.srq()), make_wr_id(&rx, WrKind::kRecv),
+        Segment{reinterpret_cast<std::uintptr_t>(rx.buf), res_.config().buf_size, res_.lkey()});
+    ++res_.srq_staged;
+    ++res_.srq_reposts;
+  }
+}
+
+// The shared receive queue's staged re-posts, behind one doorbell (first in every flush).
+template <typename B, typename S>
+void CoreLoop<B, S>::flush_pool_st() noexcept {
+  if constexpr (SharedReceiveBackend<B>) {
+    if (res_.srq_staged == 0) return;
+    const std::uint32_t staged = std::exchange(res_.srq_staged, 0);
+    ++cnt_.doorbells_recv;
+    const std::uint32_t unposted = B::flush_srq_st(static_cast<typename B::Srq&>(*res_.srq()));
+    cnt_.recv_posts += staged - std::min(staged, unposted);
+    if (unposted != 0) [[unlikely]] {
+      // Never on a sized pool (it holds exactly the SRQ's receives); the buffers are lost to it, counted.
+      ++cnt_.errors[static_cast<std::size_t>(CoreError::kPostRecv)];
+      res_.srq_lost += unposted;
+    }
+  }
+}
+
 template <typename B, typename S>
 void CoreLoop<B, S>::stage_recv_st(CoreConn& c, RxDesc& rx) noexcept {
-  B::stage_recv_st(qp_of(c), make_wr_id(&rx, WrKind::kRecv),
-                   Segment{reinterpret_cast<std::uintptr_t>(rx.buf), c.buf_size, c.lkey});
-  ++c.staged_recvs;
-  ++c.rx_posted;
+  if constexpr (SharedReceiveBackend<B>) {
+    repost_pool_st(rx);
+  } else {
+    B::stage_recv_st(qp_of(c), make_wr_id(&rx, WrKind::kRecv),
+                     Segment{reinterpret_cast<std::uintptr_t>(rx.buf), c.buf_size, c.lkey});
+    ++c.staged_recvs;
+    ++c.rx_posted;
+  }
 }
 
 // A message the credit machine let go from its queue: its credit count is known only now.
@@ -131,6 +258,8 @@ void CoreLoop<B, S>::mark_dirty_st(CoreConn& c) noexcept {
 
 template <typename B, typename S>
 void CoreLoop<B, S>::flush_st() noexcept {
+  // The shared pool's re-posts before any connection's sends: a credit never goes out ahead of its buffer.
+  flush_pool_st();
   // Index loop: a failure while flushing one connection never adds another to the list.
   for (std::size_t i = 0; i < dirty_.size(); ++i) {
     CoreConn& c = *dirty_[i];
@@ -175,8 +304,11 @@ void CoreLoop<B, S>::post_staged_st(CoreConn& c) noexcept {
   if (c.staged_recvs == 0 && c.staged_sends == 0) return;
   if (c.staged_recvs != 0) ++cnt_.doorbells_recv;
   if (c.staged_sends != 0) ++cnt_.doorbells_send;
+  const std::uint32_t recvs = c.staged_recvs, sends = c.staged_sends;
   c.staged_recvs = c.staged_sends = 0;
   const FlushResult r = B::flush_st(qp_of(c));
+  cnt_.recv_posts += recvs - std::min(recvs, r.recv_unposted);
+  cnt_.send_wrs += sends - std::min(sends, r.send_unposted);
   if (r.recv_unposted != 0) [[unlikely]] {
     c.rx_posted -= std::min(r.recv_unposted, c.rx_posted);
     ++cnt_.errors[static_cast<std::size_t>(CoreError::kPostRecv)];

@@ -18,6 +18,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 
 struct rdma_cm_id;
 struct ibv_comp_channel;
@@ -35,6 +36,7 @@ enum class CompletionStatus : std::uint8_t {
 struct Completion {
   std::uint64_t wr_id = 0;          // what the core staged the work request with
   std::uint32_t byte_len = 0;       // receives: bytes that landed
+  std::uint32_t qp_num = 0;  // the QP it ran on: a receive of a shared receive queue names its connection
   CompletionStatus status = CompletionStatus::kOk;
   std::uint32_t device_status = 0;  // the device's own code (verbs: ibv_wc_status), reported in FAILED
 };
@@ -59,11 +61,14 @@ struct FlushResult {
   std::uint32_t send_unposted = 0;
 };
 
+class BackendSrq;
+
 // What control asks for when it creates a QP on a core's CQ.
 struct QpCaps {
   std::uint32_t max_send_wr = 0;
-  std::uint32_t max_recv_wr = 0;
+  std::uint32_t max_recv_wr = 0;      // ignored with `srq`: the QP has no receive queue of its own
   std::uint32_t max_inline_data = 0;  // requested; the device may grant less (read back into QpInfo)
+  BackendSrq* srq = nullptr;          // the core's shared receive queue, or none (a receive queue per QP)
 };
 
 // What the device granted, read back after creation.
@@ -99,6 +104,18 @@ class BackendMr {
   std::uint32_t lkey = 0;
   std::uint32_t rkey = 0;
 };
+// A shared receive queue: the receive buffers of one core, taken by whichever of its QPs a message arrives
+// on. Destroying it destroys the SRQ (after every QP on it).
+class BackendSrq {
+ public:
+  virtual ~BackendSrq() = default;
+  std::uint32_t max_wr = 0;  // receives it holds at most (granted)
+};
+
+// A backend whose hot path posts receives to a shared receive queue (Backend::Srq, stage_srq_recv_st,
+// flush_srq_st) instead of each QP's own: the core loop takes its receive path at compile time from this.
+template <typename B>
+concept SharedReceiveBackend = B::kSharedReceiveQueue && std::is_class_v<typename B::Srq>;
 
 enum class BackendKind : std::uint8_t {
   kVerbs = 0,  // generic libibverbs: every device
@@ -137,6 +154,22 @@ class DeviceBackend {
   virtual std::uint32_t post_receives(BackendQp& qp, std::span<const RecvPost> recvs, std::string* error) = 0;
   // Moves the QP to ERR: every posted work request flushes to the CQ. 0 or -errno.
   virtual int qp_to_err(BackendQp& qp) noexcept = 0;
+  // A shared receive queue of at least `max_wr` receives for a core's QPs (QpCaps::srq). The default refuses:
+  // a backend without one keeps a receive queue per QP. nullptr and *error (why not: the device or the
+  // backend) on failure.
+  virtual std::unique_ptr<BackendSrq> create_srq(std::uint32_t max_wr, std::string* error) {
+    (void)max_wr;
+    *error = std::string("the ") + name() + " backend has no shared receive queue";
+    return nullptr;
+  }
+  // Posts `recvs` to `srq` (control thread, before the core runs). Returns how many the device took.
+  virtual std::uint32_t post_srq_receives(BackendSrq& srq, std::span<const RecvPost> recvs,
+                                          std::string* error) {
+    (void)srq;
+    (void)recvs;
+    *error = std::string("the ") + name() + " backend has no shared receive queue";
+    return 0;
+  }
 };
 
 }  // namespace rdmagate::dataplane

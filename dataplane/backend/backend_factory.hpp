@@ -8,7 +8,10 @@
 //   B::make_device(ibv_context*, ibv_pd*)      its DeviceBackend (backend.hpp)
 //   B::probe_max_inline(ibv_context*, want)    the inline size its QPs get (checked against the config)
 //   the hot path of backend.hpp                stage_recv_st, stage_send_st, stage_rdma_st, flush_st, poll_st
-// and CoreLoop<B, Service> is the loop that runs on its CQs.
+//   optionally B::WithSrq                      the same with the receives on a core's shared receive queue
+//                                              (SharedReceiveBackend, backend.hpp), when its setup half can
+//                                              create one (DeviceBackend::create_srq)
+// and CoreLoop<B, Service> (or CoreLoop<B::WithSrq, Service>) is the loop that runs on its CQs.
 
 #include <infiniband/verbs.h>
 
@@ -80,12 +83,22 @@ bool with_backend(BackendList<B...>, std::string_view name, ibv_context* ctx, st
   return false;
 }
 
+// The loop of backend B on `res`: B::WithSrq's when the core has a shared receive queue (a backend without
+// one never gets a core with one: CoreResources asks the backend for it).
+template <typename B, typename Service>
+std::unique_ptr<CoreRunner> make_one_runner(CoreResources& res, Service& svc) {
+  if constexpr (requires { typename B::WithSrq; }) {
+    if (res.srq() != nullptr)
+      return std::make_unique<CoreRunnerOf<CoreLoop<typename B::WithSrq, Service>>>(res, svc);
+  }
+  if (res.srq() != nullptr) return nullptr;
+  return std::make_unique<CoreRunnerOf<CoreLoop<B, Service>>>(res, svc);
+}
+
 template <typename Service, typename... B>
 std::unique_ptr<CoreRunner> make_runner(BackendList<B...>, BackendKind kind, CoreResources& res, Service& svc) {
   std::unique_ptr<CoreRunner> r;
-  ((kind == B::kKind && r == nullptr ? (void)(r = std::make_unique<CoreRunnerOf<CoreLoop<B, Service>>>(res, svc))
-                                     : void()),
-   ...);
+  ((kind == B::kKind && r == nullptr ? (void)(r = make_one_runner<B>(res, svc)) : void()), ...);
   return r;
 }
 

@@ -311,7 +311,7 @@ struct Mlx5Backend {
           continue;
         }
       }
-      if (decode(cq, *last, *cqe, op_own, out[got])) ++got;
+      if (decode(cq, *last, *cqe, op_own, out[got])) out[got++].qp_num = qpn;
     }
     if (ci != cq.ci) {
       cq.ci = ci;

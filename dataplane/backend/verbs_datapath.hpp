@@ -39,11 +39,26 @@ class VerbsCq final : public BackendCq {
   ibv_cq* cq = nullptr;
 };
 
+// The core's shared receive queue: re-posts staged into a chain fixed at setup like a QP's (recv_wr[i].next
+// is &recv_wr[i + 1]), posted with one ibv_post_srq_recv per flush.
+class VerbsSrq final : public BackendSrq {
+ public:
+  ~VerbsSrq() override;  // ibv_destroy_srq (verbs_setup.cpp)
+  ibv_srq* srq = nullptr;
+  std::vector<ibv_recv_wr> recv_wr;
+  std::vector<ibv_sge> recv_sge;
+  std::uint32_t recvs = 0;
+  std::uint32_t unposted =
+      0;  // refused by a post the staging made itself (a full chain), reported by the flush
+};
+
 struct VerbsBackend {
   using Qp = VerbsQp;
   using Cq = VerbsCq;
   static constexpr BackendKind kKind = BackendKind::kVerbs;
   static constexpr const char* kName = "verbs";
+  static constexpr bool kSharedReceiveQueue = false;
+  struct WithSrq;  // the same backend with the core's receives on a shared receive queue (below)
   static bool supports(ibv_context*) noexcept { return true; }
   static std::unique_ptr<DeviceBackend> make_device(ibv_context* ctx, ibv_pd* pd) { return make_verbs_device(ctx, pd); }
   static std::optional<std::uint32_t> probe_max_inline(ibv_context* ctx, std::uint32_t want) {
@@ -111,6 +126,7 @@ struct VerbsBackend {
     for (int i = 0; i < got; ++i) {
       out[i].wr_id = wc[i].wr_id;
       out[i].byte_len = wc[i].byte_len;
+      out[i].qp_num = wc[i].qp_num;
       out[i].device_status = static_cast<std::uint32_t>(wc[i].status);
       out[i].status = wc[i].status == IBV_WC_SUCCESS        ? CompletionStatus::kOk
                       : wc[i].status == IBV_WC_WR_FLUSH_ERR ? CompletionStatus::kFlushed
@@ -150,6 +166,30 @@ struct VerbsBackend {
     if ((flags & kSendSignaled) != 0) f |= IBV_SEND_SIGNALED;
     if ((flags & kSendInline) != 0) f |= IBV_SEND_INLINE;
     return f;
+  }
+};
+
+// The verbs backend with the core's receives on its shared receive queue: a QP stages and flushes sends
+// only (it has no receive queue), the core re-posts every receive buffer to the SRQ and flushes the SRQ
+// before any QP's sends (a credit never goes out ahead of the buffer it stands for).
+struct VerbsBackend::WithSrq : VerbsBackend {
+  using Srq = VerbsSrq;
+  static constexpr bool kSharedReceiveQueue = true;
+
+  static void stage_srq_recv_st(Srq& s, std::uint64_t wr_id, Segment seg) noexcept {
+    if (s.recvs == s.recv_wr.size()) [[unlikely]]
+      s.unposted += post_srq(s);  // a full chain: post it now
+    s.recv_sge[s.recvs] = ibv_sge{seg.addr, seg.len, seg.lkey};
+    s.recv_wr[s.recvs].wr_id = wr_id;
+    ++s.recvs;
+  }
+  // The receives staged since the last flush, behind one doorbell. Returns how many were not posted.
+  static std::uint32_t flush_srq_st(Srq& s) noexcept { return post_srq(s) + std::exchange(s.unposted, 0); }
+
+ private:
+  static std::uint32_t post_srq(Srq& s) noexcept {
+    return post_staged(s.recv_wr, s.recvs,
+                       [&](ibv_recv_wr* w, ibv_recv_wr** bad) { return ibv_post_srq_recv(s.srq, w, bad); });
   }
 };
 

@@ -3,6 +3,7 @@
 
 #include <rdma/rdma_cma.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,10 @@ VerbsQp::~VerbsQp() {
 
 VerbsCq::~VerbsCq() {
   if (cq != nullptr && ibv_destroy_cq(cq) != 0) std::fprintf(stderr, "rdmagate: ibv_destroy_cq: %m\n");
+}
+
+VerbsSrq::~VerbsSrq() {
+  if (srq != nullptr && ibv_destroy_srq(srq) != 0) std::fprintf(stderr, "rdmagate: ibv_destroy_srq: %m\n");
 }
 
 namespace {
@@ -39,15 +44,16 @@ class VerbsMr final : public BackendMr {
 }  // namespace
 
 std::optional<ibv_qp_cap> create_rc_qp(rdma_cm_id* id, ibv_pd* pd, ibv_cq* cq, const QpCaps& caps,
-                                       std::string* error) {
+                                       std::string* error, ibv_srq* srq) {
   ibv_qp_init_attr qa{};
   qa.send_cq = cq;
   qa.recv_cq = cq;
+  qa.srq = srq;
   qa.qp_type = IBV_QPT_RC;
   qa.cap.max_send_wr = caps.max_send_wr;
-  qa.cap.max_recv_wr = caps.max_recv_wr;
+  qa.cap.max_recv_wr = srq != nullptr ? 0 : caps.max_recv_wr;
   qa.cap.max_send_sge = 1;
-  qa.cap.max_recv_sge = 1;
+  qa.cap.max_recv_sge = srq != nullptr ? 0 : 1;
   qa.cap.max_inline_data = caps.max_inline_data;
   qa.sq_sig_all = 0;  // selective signaling
   if (rdma_create_qp(id, pd, &qa) != 0) {
@@ -138,8 +144,9 @@ class VerbsDevice final : public DeviceBackend {
 
   std::unique_ptr<BackendQp> create_qp(rdma_cm_id* id, BackendCq& cq, const QpCaps& caps, QpInfo* out,
                                        std::string* error) override {
+    ibv_srq* srq = caps.srq != nullptr ? static_cast<VerbsSrq*>(caps.srq)->srq : nullptr;
     const std::optional<ibv_qp_cap> granted =
-        create_rc_qp(id, pd_, static_cast<VerbsCq&>(cq).cq, caps, error);
+        create_rc_qp(id, pd_, static_cast<VerbsCq&>(cq).cq, caps, error, srq);
     if (!granted) return nullptr;
     auto q = std::make_unique<VerbsQp>();
     q->id = id;
@@ -149,8 +156,9 @@ class VerbsDevice final : public DeviceBackend {
     out->max_send_wr = granted->max_send_wr;
     out->max_recv_wr = granted->max_recv_wr;
     out->max_inline_data = granted->max_inline_data;
-    // Everything the loop can stage between two flushes: at most a full send queue and a full receive queue.
-    chain(*q, caps.max_send_wr, caps.max_recv_wr);
+    // Everything the loop can stage between two flushes: at most a full send queue and a full receive queue
+    // (none on a QP of the shared receive queue).
+    chain(*q, caps.max_send_wr, srq != nullptr ? 0 : caps.max_recv_wr);
     return q;
   }
 
@@ -161,7 +169,60 @@ class VerbsDevice final : public DeviceBackend {
 
   int qp_to_err(BackendQp& qp) noexcept override { return verbs_qp_to_err(static_cast<VerbsQp&>(qp).qp); }
 
+  std::unique_ptr<BackendSrq> create_srq(std::uint32_t max_wr, std::string* error) override {
+    ibv_device_attr da{};
+    if (ibv_query_device(ctx_, &da) != 0) {
+      *error = std::string("ibv_query_device: ") + std::strerror(errno);
+      return nullptr;
+    }
+    const std::string dev = ibv_get_device_name(ctx_->device);
+    if (da.max_srq <= 0) {
+      *error = "device " + dev + " has no shared receive queues (max_srq 0)";
+      return nullptr;
+    }
+    if (max_wr > static_cast<std::uint32_t>(da.max_srq_wr)) {
+      *error = "device " + dev + " holds at most " + std::to_string(da.max_srq_wr) + " receives per SRQ, " +
+               std::to_string(max_wr) + " asked (dataplane.srq_receives)";
+      return nullptr;
+    }
+    ibv_srq_init_attr a{};
+    a.attr.max_wr = max_wr;
+    a.attr.max_sge = 1;
+    auto s = std::make_unique<VerbsSrq>();
+    s->srq = ibv_create_srq(pd_, &a);
+    if (s->srq == nullptr) {
+      *error =
+          "ibv_create_srq of " + std::to_string(max_wr) + " receives on " + dev + ": " + std::strerror(errno);
+      return nullptr;
+    }
+    s->max_wr = a.attr.max_wr;
+    // The chain holds what a core re-posts between two flushes (a burst, an adopted connection's parked
+    // receives); staging beyond it posts the chain at once, so its length bounds doorbells, not correctness.
+    const std::uint32_t chain_len = std::min<std::uint32_t>(max_wr, kSrqChain);
+    s->recv_wr.assign(chain_len, ibv_recv_wr{});
+    s->recv_sge.assign(chain_len, ibv_sge{});
+    for (std::uint32_t i = 0; i < chain_len; ++i) {
+      s->recv_wr[i].sg_list = &s->recv_sge[i];
+      s->recv_wr[i].num_sge = 1;
+      s->recv_wr[i].next = i + 1 < chain_len ? &s->recv_wr[i + 1] : nullptr;
+    }
+    return s;
+  }
+
+  std::uint32_t post_srq_receives(BackendSrq& srq, std::span<const RecvPost> recvs,
+                                  std::string* error) override {
+    auto& s = static_cast<VerbsSrq&>(srq);
+    for (const RecvPost& r : recvs) VerbsBackend::WithSrq::stage_srq_recv_st(s, r.wr_id, r.seg);
+    const std::uint32_t unposted = VerbsBackend::WithSrq::flush_srq_st(s);
+    if (unposted != 0) {
+      *error = "ibv_post_srq_recv of " + std::to_string(recvs.size()) +
+               " receives: " + std::to_string(unposted) + " not posted";
+    }
+    return static_cast<std::uint32_t>(recvs.size()) - unposted;
+  }
+
  private:
+  static constexpr std::uint32_t kSrqChain = 1024;
   ibv_context* ctx_;
   ibv_pd* pd_;
 };

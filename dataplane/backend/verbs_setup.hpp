@@ -23,9 +23,10 @@ std::unique_ptr<DeviceBackend> make_verbs_device(ibv_context* ctx, ibv_pd* pd);
 //
 // An RC QP for `id` on `cq` (send and receive), one SGE each way, selective signaling, as `caps` asks; when
 // the device refuses the inline size, without inline rather than no connection. The granted caps are read
-// back (ibv_query_qp). nullopt and *error on failure.
+// back (ibv_query_qp). With `srq` the QP takes its receives from it and has no receive queue of its own.
+// nullopt and *error on failure.
 std::optional<ibv_qp_cap> create_rc_qp(rdma_cm_id* id, ibv_pd* pd, ibv_cq* cq, const QpCaps& caps,
-                                       std::string* error);
+                                       std::string* error, ibv_srq* srq = nullptr);
 // ibv_reg_mr as a BackendMr (deregistered by its destructor). nullptr and *error on failure.
 std::unique_ptr<BackendMr> register_verbs_memory(ibv_pd* pd, void* addr, std::size_t len, int access,
                                                  std::string* error);

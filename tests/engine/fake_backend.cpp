@@ -82,6 +82,10 @@ FakeQp::~FakeQp() {
   if (dev_ != nullptr) dev_->forget(this);
 }
 
+FakeSrq::~FakeSrq() {
+  if (dev_ != nullptr) std::erase(dev_->srqs_, this);
+}
+
 // ---- registrations -----------------------------------------------------------------------------------
 
 class FakeDevice::Mr final : public BackendMr {
@@ -104,6 +108,7 @@ FakeDevice::~FakeDevice() {
   // Whatever outlives the device must not call back into it.
   for (FakeQp* q : qps_) q->dev_ = nullptr;
   for (FakeCq* c : cqs_) c->dev_ = nullptr;
+  for (FakeSrq* r : srqs_) r->dev_ = nullptr;
 }
 
 std::unique_ptr<BackendCq> FakeDevice::create_cq(int cqe, std::uint32_t, std::string* error) {
@@ -139,11 +144,59 @@ void FakeDevice::unregister(std::uint32_t lkey) noexcept {
 
 std::unique_ptr<BackendQp> FakeDevice::create_qp(rdma_cm_id*, BackendCq& cq, const QpCaps& caps, QpInfo* out,
                                                  std::string* error) {
-  if (caps.max_send_wr == 0 || caps.max_recv_wr == 0) {
+  if (caps.max_send_wr == 0 || (caps.max_recv_wr == 0 && caps.srq == nullptr)) {
     *error = "fake create_qp: empty queue";
     return nullptr;
   }
-  return make_qp(static_cast<FakeCq&>(cq), caps, out);
+  std::unique_ptr<FakeQp> q = make_qp(static_cast<FakeCq&>(cq), caps, out);
+  q->srq_ = static_cast<FakeSrq*>(caps.srq);
+  if (q->srq_ != nullptr) {
+    q->max_recv_wr_ = 0;
+    if (out != nullptr) out->max_recv_wr = 0;
+  }
+  return q;
+}
+
+std::unique_ptr<BackendSrq> FakeDevice::create_srq(std::uint32_t max_wr, std::string* error) {
+  if (!srq_supported_) {
+    *error = "device fake has no shared receive queues (max_srq 0)";
+    return nullptr;
+  }
+  if (max_wr == 0) {
+    *error = "fake create_srq: empty queue";
+    return nullptr;
+  }
+  auto s = std::make_unique<FakeSrq>();
+  s->dev_ = this;
+  s->max_wr = max_wr;
+  srqs_.push_back(s.get());
+  return s;
+}
+
+std::uint32_t FakeDevice::post_srq_receives(BackendSrq& srq, std::span<const RecvPost> recvs,
+                                            std::string* error) {
+  auto& s = static_cast<FakeSrq&>(srq);
+  for (const RecvPost& r : recvs) FakeBackend::WithSrq::stage_srq_recv_st(s, r.wr_id, r.seg);
+  const std::uint32_t unposted = post_srq_st(s);
+  if (unposted != 0)
+    *error = "fake post of " + std::to_string(recvs.size()) + " SRQ receives: " + std::to_string(unposted) +
+             " not posted";
+  return static_cast<std::uint32_t>(recvs.size()) - unposted;
+}
+
+std::uint32_t FakeDevice::post_srq_st(FakeSrq& s) noexcept {
+  std::uint32_t unposted = 0;
+  for (FakeWr& w : s.staged_) {
+    if (s.rq_.size() >= s.max_wr) {
+      ++s.stats_.overflows;
+      ++unposted;
+      continue;
+    }
+    s.rq_.push_back(std::move(w));
+    ++s.stats_.posted;
+  }
+  s.staged_.clear();
+  return unposted;
 }
 
 std::unique_ptr<FakeQp> FakeDevice::make_qp(FakeCq& cq, const QpCaps& caps, QpInfo* out) {
@@ -281,7 +334,7 @@ void FakeDevice::on_polled_st(const FakeCq::Entry& e) noexcept {
   if (e.send) {
     q->sq_reclaimed_ = std::max(q->sq_reclaimed_, e.seq + 1);  // this slot and every older one
   } else {
-    ++q->rq_polled_;
+    if (q->srq_ == nullptr) ++q->rq_polled_;  // an SRQ's receive is not the QP's
   }
 }
 
@@ -314,6 +367,7 @@ void FakeDevice::complete(FakeQp& q, const FakeWr& w, Queue which, std::uint32_t
   e.wc.status = ok                              ? CompletionStatus::kOk
                 : status == IBV_WC_WR_FLUSH_ERR ? CompletionStatus::kFlushed
                                                 : CompletionStatus::kError;
+  e.wc.qp_num = q.qp_num;
   e.qp_num = q.qp_num;
   e.send = which == Queue::kSend;
   e.seq = w.seq;
@@ -341,7 +395,11 @@ bool FakeDevice::execute_send_head(FakeQp& q) {
   if (p->error_) return fail(IBV_WC_RETRY_EXC_ERR);  // the responder never acknowledges
   switch (head.op) {
     case WrOp::kSend: {
-      if (p->rq_.empty()) return false;  // RNR: retried for as long as it takes
+      std::deque<FakeWr>& rq = p->srq_ != nullptr ? p->srq_->rq_ : p->rq_;
+      if (rq.empty()) {  // RNR: retried for as long as it takes
+        if (p->srq_ != nullptr) ++p->srq_->stats_.rnr;
+        return false;
+      }
       const std::uint8_t* src;
       if (head.is_inline) {
         src = head.inline_data.data();
@@ -352,8 +410,9 @@ bool FakeDevice::execute_send_head(FakeQp& q) {
         }
         src = reinterpret_cast<const std::uint8_t*>(static_cast<std::uintptr_t>(head.local.addr));
       }
-      const FakeWr r = std::move(p->rq_.front());
-      p->rq_.pop_front();
+      const FakeWr r = std::move(rq.front());
+      rq.pop_front();
+      if (p->srq_ != nullptr) ++p->srq_->stats_.consumed;
       if (head.local.len > r.local.len) {  // the receiver's buffer is too small: both ends fail
         complete(*p, r, Queue::kRecv, IBV_WC_LOC_LEN_ERR, 0);
         return fail(IBV_WC_REM_INV_REQ_ERR);
@@ -720,6 +779,7 @@ std::unique_ptr<LoopbackConn> LoopbackConn::open(DeviceBackend& dev, FakeDevice&
   caps.max_send_wr = send_queue_depth(cfg);
   caps.max_recv_wr = cfg.rx_per_conn;
   caps.max_inline_data = std::min(cfg.buf_size, opt.inline_bytes);
+  caps.srq = core.srq();
   CoreConnSetup setup;
   std::unique_ptr<BackendQp> qp = dev.create_qp(nullptr, core.cq(), caps, &setup.granted, error);
   if (qp == nullptr) return nullptr;
@@ -753,7 +813,15 @@ std::unique_ptr<LoopbackConn> LoopbackConn::open(DeviceBackend& dev, FakeDevice&
   ps.peer_incarnation = s.local_incarnation;
   lc->peer_ = std::make_unique<FakePeer>(model, ps, cfg.buf_size, opt.peer_tx, opt.peer_bulk_bytes);
   model.connect(*lc->model_qp_, lc->peer_->qp());
-  // post_rx: the passive side posts queue_depth receives.
+  // post_rx: with the core's shared receive queue, the table names the connection; else the passive side
+  // posts queue_depth receives.
+  if (core.srq() != nullptr) {
+    if (!attach_to_srq(cc, core)) {
+      *error = "the core's connection table is full";
+      return nullptr;
+    }
+    return lc;
+  }
   const std::uint32_t n = std::min<std::uint32_t>(opt.queue_depth, cfg.rx_per_conn);
   const std::vector<RecvPost> posts = initial_receives(cc, n);
   cc.rx_posted = n;
@@ -767,6 +835,7 @@ std::unique_ptr<LoopbackConn> LoopbackConn::open(DeviceBackend& dev, FakeDevice&
 
 LoopbackConn::~LoopbackConn() {
   peer_.reset();
+  if (core_ != nullptr && core_->srq() != nullptr && cc_ != nullptr) detach_from_srq(*cc_, *core_);
   qp_.reset();
   cc_.reset();
   if (core_ != nullptr && slot_ >= 0) core_->free_slot_st(slot_);

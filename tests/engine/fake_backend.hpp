@@ -28,6 +28,9 @@
 //     slots when the receive's CQE is polled, as on mlx5: so the fake sees a loop that posts more than the
 //     SQ it asked for even when every earlier send already ran.
 //   - poll_st can be told to fail (a CQ error: it returns -1).
+//   - a shared receive queue (FakeSrq, create_srq): a QP created on one has no receive queue; a SEND to it
+//     lands in the SRQ's oldest posted receive (RNR while it has none), and the receive's CQE names the QP
+//     (Completion::qp_num). The SRQ's receives are not the QP's: a QP in ERR flushes none of them.
 // Every CQE remembers its QP; FakeDevice::outstanding says what a QP still has on the device or in its CQ,
 // which is what "CLOSED only after every posted work request completed" means.
 
@@ -128,6 +131,35 @@ class FakeCq final : public BackendCq {
   Stats stats_{};
 };
 
+class FakeSrq final : public BackendSrq {
+ public:
+  struct Stats {
+    std::uint64_t posted = 0;     // receives posted
+    std::uint64_t consumed = 0;   // receives a SEND landed in
+    std::uint64_t overflows = 0;  // a post beyond max_wr (ENOMEM from a real device): not posted
+    std::uint64_t rnr = 0;        // a SEND found the SRQ empty (waits, like RNR with infinite retry)
+  };
+  ~FakeSrq() override;
+  const std::deque<FakeWr>& queue() const noexcept { return rq_; }
+  const Stats& stats() const noexcept { return stats_; }
+  // The test's stand-in for a message landing: the oldest posted receive leaves the SRQ. False: empty.
+  bool take_front(FakeWr* out) {
+    if (rq_.empty()) return false;
+    *out = std::move(rq_.front());
+    rq_.pop_front();
+    ++stats_.consumed;
+    return true;
+  }
+
+ private:
+  friend class FakeDevice;
+  friend struct FakeBackend;
+  FakeDevice* dev_ = nullptr;
+  std::vector<FakeWr> staged_;
+  std::deque<FakeWr> rq_;
+  Stats stats_{};
+};
+
 class FakeQp final : public BackendQp {
  public:
   struct Stats {
@@ -160,6 +192,7 @@ class FakeQp final : public BackendQp {
 
   bool in_error() const noexcept { return error_; }
   const FakeCq* cq() const noexcept { return cq_; }
+  const FakeSrq* srq() const noexcept { return srq_; }
   FakeQp* peer() const noexcept { return peer_; }
   const std::deque<FakeWr>& send_queue() const noexcept { return sq_; }
   const std::deque<FakeWr>& recv_queue() const noexcept { return rq_; }
@@ -178,6 +211,7 @@ class FakeQp final : public BackendQp {
   friend struct FakeBackend;
   FakeDevice* dev_ = nullptr;
   FakeCq* cq_ = nullptr;
+  FakeSrq* srq_ = nullptr;
   FakeQp* peer_ = nullptr;
   std::uint32_t max_send_wr_ = 0, max_recv_wr_ = 0;
   bool error_ = false;
@@ -218,8 +252,13 @@ class FakeDevice final : public DeviceBackend {
                                        std::string* error) override;
   std::uint32_t post_receives(BackendQp& qp, std::span<const RecvPost> recvs, std::string* error) override;
   int qp_to_err(BackendQp& qp) noexcept override;
+  // Refused while set_srq_supported(false) (a device with max_srq 0).
+  std::unique_ptr<BackendSrq> create_srq(std::uint32_t max_wr, std::string* error) override;
+  std::uint32_t post_srq_receives(BackendSrq& srq, std::span<const RecvPost> recvs,
+                                  std::string* error) override;
 
   // ---- the test's side ----
+  void set_srq_supported(bool on) noexcept { srq_supported_ = on; }
   std::unique_ptr<FakeCq> make_cq(int cqe);
   std::unique_ptr<FakeQp> make_qp(FakeCq& cq, const QpCaps& caps, QpInfo* out);
   // Connects two QPs: a SEND on one lands in a receive of the other; READ/WRITE need a connected QP.
@@ -245,11 +284,13 @@ class FakeDevice final : public DeviceBackend {
 
   // Hot path (FakeBackend).
   std::uint32_t post_st(FakeQp& q, std::vector<FakeWr>& staged, Queue which) noexcept;
+  std::uint32_t post_srq_st(FakeSrq& s) noexcept;
   void on_polled_st(const FakeCq::Entry& e) noexcept;
 
  private:
   friend class FakeQp;
   friend class FakeCq;
+  friend class FakeSrq;
   struct Region {
     std::uintptr_t addr = 0;
     std::size_t len = 0;
@@ -275,6 +316,8 @@ class FakeDevice final : public DeviceBackend {
   std::uint32_t next_qp_num_ = 0x100;
   std::uint32_t next_key_ = 1;
   std::uint32_t max_inline_ = 0xffffffffu;
+  bool srq_supported_ = true;
+  std::vector<FakeSrq*> srqs_;
   Stats stats_{};
 };
 
@@ -326,6 +369,9 @@ struct FakeBackend {
     return r;
   }
 
+  // The same with the core's receives on a shared receive queue.
+  struct WithSrq;
+
   static int poll_st(Cq& cq, Completion* out, int n) noexcept {
     if (cq.polls_to_stop_ != 0 && --cq.polls_to_stop_ == 0) cq.stop_->store(true, std::memory_order_release);
     if (cq.fail_polls_ != 0) {
@@ -344,6 +390,19 @@ struct FakeBackend {
     cq.stats_.polled += static_cast<std::uint64_t>(got);
     return got;
   }
+};
+
+struct FakeBackend::WithSrq : FakeBackend {
+  using Srq = FakeSrq;
+  static constexpr bool kSharedReceiveQueue = true;
+  static void stage_srq_recv_st(Srq& s, std::uint64_t wr_id, Segment seg) noexcept {
+    FakeWr w;
+    w.op = WrOp::kRecv;
+    w.wr_id = wr_id;
+    w.local = seg;
+    s.staged_.push_back(std::move(w));
+  }
+  static std::uint32_t flush_srq_st(Srq& s) noexcept { return s.dev_->post_srq_st(s); }
 };
 
 // The core's accounting of connection `cc` against what the device holds for its QP `qp`, at a point where
