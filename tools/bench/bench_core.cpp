@@ -3,8 +3,11 @@
 // (no allocation, no locks, no syscalls, no formatting).
 #include "tools/bench/bench_core.hpp"
 
+#include <linux/futex.h>
 #include <rte_cycles.h>
 #include <rte_lcore.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +18,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <unordered_map>
 
 #include "client/client.hpp"
 #include "control/engine.hpp"
@@ -30,6 +34,12 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// poll_st's timeout to sleep until `t` (rounded up to whole milliseconds; 0 when it has passed).
+int ms_until(Clock::time_point t) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(t - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left, 0, 60'000));
 }
 
 bool interrupted(const Options& o) {
@@ -157,7 +167,6 @@ std::string validate(const Options& o) {
 
 namespace {
 
-
 std::uint64_t counter_sum(control::Engine& e, bool sink) {
   const auto t = static_cast<std::size_t>(sink ? protocol::MessageType::kInlineRequest
                                                : protocol::MessageType::kInlineResponse);
@@ -233,6 +242,11 @@ bool echo_phase(const Options& o, std::uint64_t size, double seconds, std::uint6
     services.push_back(std::make_unique<dataplane::EchoClientService>(sc, results));
     runners.push_back(dataplane::make_core_runner(engine->backend_kind(), engine->core(i), *services.back()));
   }
+  if (iterations != 0) {
+    results.wake = [](void* e) { static_cast<control::Engine*>(e)->wake(); };
+    results.wake_arg = engine.get();
+    results.wake_at = o.connections;
+  }
   if (!engine->launch_cores(std::move(runners), error)) return false;
   std::vector<std::uint64_t> ids;
   const auto tc = Clock::now();
@@ -274,7 +288,8 @@ bool echo_phase(const Options& o, std::uint64_t size, double seconds, std::uint6
                " came up (is the gateway running?)";
       return finish(false);
     }
-    engine->poll_st(1);
+    // Each rdma_cm event and core reply (ADOPTED) ends the sleep; nothing else needs a look before then.
+    engine->poll_st(ms_until(connect_deadline));
   }
   for (const control::Connection* c : engine->connections()) {
     const std::uint32_t m = c->session().params.max_message_size;
@@ -294,8 +309,16 @@ bool echo_phase(const Options& o, std::uint64_t size, double seconds, std::uint6
   std::uint64_t last_n = c0;
   const char* phase = measure ? "measure" : "warmup";
   for (;;) {
-    // The control thread may share a CPU with a core: a 10 ms wait keeps it out of the way.
-    engine->poll_st(10);
+    // Event-driven: sleep until the next progress line or the end of the phase. rdma_cm events, the cores'
+    // replies and the service's last finished connection (results.wake, with -n) end the sleep earlier; no
+    // periodic wakeup preempts a poller that shares this CPU.
+    Clock::time_point next = Clock::time_point::max();
+    if (o.progress) next = last + std::chrono::seconds(1);
+    if (iterations == 0) {
+      next = std::min(
+          next, t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)));
+    }
+    engine->poll_st(next == Clock::time_point::max() ? -1 : ms_until(next));
     const auto now = Clock::now();
     if (interrupted(o)) {
       out->interrupted = true;
@@ -375,6 +398,252 @@ bool run_echo(const Options& o, Report* rep) {
   return true;
 }
 
+// ==== connect: setup rate
+// ========================================================================
+
+namespace {
+
+// The instants the bench keeps per connection (TSC). The engine reports every state change as it happens
+// (EngineConfig::on_state_change, inside the control loop), the echo service logs each verified answer.
+enum Mark : std::size_t {
+  kCall = 0,     // Engine::connect called
+  kCalled,       // it returned: cm_id created, handshake timer armed, rdma_resolve_addr issued
+  kAddr,         // ADDR_RESOLVED handled, rdma_resolve_route issued (kRouteResolving)
+  kRoute,        // ROUTE_RESOLVED handled: core slot, QP created, receives posted, rdma_connect (kConnecting)
+  kEstablished,  // ESTABLISHED: the gateway accepted the handshake, ADOPT queued for the core
+  kVerified,     // the core verified the echo answer (service's log)
+  kCloseStart,   // shutdown began
+  kClosed,       // destroyed: CLOSED from the core, QP and cm_id released
+  kMarkCount
+};
+
+struct ConnTimes {
+  std::array<std::uint64_t, kMarkCount> t{};
+  std::uint32_t qp_num = 0;
+  bool failed = false;  // left the setup path before ESTABLISHED (closing, backoff, destroyed)
+};
+
+// One step: per connection from mark a to mark b.
+StepTime step_between(const char* name, const std::vector<ConnTimes>& cs, Mark a, Mark b, double us_per_tick,
+                      std::uint64_t n) {
+  StepTime st;
+  st.name = name;
+  std::uint64_t first = UINT64_MAX, last = 0, mx = 0, mn = UINT64_MAX;
+  for (const ConnTimes& c : cs) {
+    if (c.t[a] == 0 || c.t[b] == 0 || c.t[b] < c.t[a]) continue;
+    ++st.connections;
+    first = std::min(first, c.t[a]);
+    last = std::max(last, c.t[b]);
+    mx = std::max(mx, c.t[b] - c.t[a]);
+    mn = std::min(mn, c.t[b] - c.t[a]);
+  }
+  if (st.connections == 0) return st;
+  const double total_us = static_cast<double>(last - first) * us_per_tick;
+  st.total_ms = total_us / 1000.0;
+  st.max_ms = static_cast<double>(mx) * us_per_tick / 1000.0;
+  st.min_us = static_cast<double>(mn) * us_per_tick;
+  st.us_per_conn = total_us / static_cast<double>(n);
+  return st;
+}
+
+bool run_connect(const Options& o, Report* rep) {
+  const unsigned cores = static_cast<unsigned>(o.lcores.size());
+  const std::uint32_t n = o.connections;
+  const std::uint32_t per_core = (n + cores - 1) / cores;
+  // The smallest buffers that carry the verifying echo: 1,000 connections of the bench then need 8 MiB of
+  // its hugepages, not the 256 MiB that 4 KiB messages with a full window would take.
+  const auto credits = static_cast<std::uint16_t>(16);
+  const std::uint32_t msg =
+      static_cast<std::uint32_t>((kConnectEchoBytes + protocol::kHeaderSize + 63) / 64 * 64);
+  const double us_per_tick = 1e6 / static_cast<double>(rte_get_tsc_hz());
+
+  std::vector<ConnTimes> times(n);
+  std::uint64_t failed = 0;  // connections that left the setup path (the hook counts them)
+  std::unordered_map<std::uint64_t, std::uint32_t> index;  // engine id -> times
+  index.reserve(n * 2);
+  control::Engine* eng = nullptr;  // set once created; the hook runs only inside its calls
+  control::EngineConfig ec;
+  ec.name = "bench";
+  ec.device = o.device;
+  ec.passive = false;
+  for (unsigned i = 0; i < cores; ++i) {
+    dataplane::CoreConfig c;
+    c.lcore = o.lcores[i];
+    c.max_conns = per_core + 2;
+    c.rx_per_conn = credits;
+    c.tx_per_conn = 2u * credits + 16;
+    c.buf_size = msg;
+    c.idle = o.yield ? dataplane::IdlePolicy::kYield : dataplane::IdlePolicy::kBusy;
+    c.idle_yield_after = 8;
+    ec.cores.push_back(c);
+  }
+  ec.local.params = protocol::ConnParams{credits, msg, protocol::kMaxFragments, 1u << 20};
+  ec.local.min_queue_depth = protocol::kMinCreditQueueDepth;
+  ec.signal_interval = 8;
+  ec.handshake_timeout = std::chrono::milliseconds(static_cast<long>(o.connect_timeout_s * 1000));
+  ec.on_state_change = [&](std::uint64_t id, control::State from, control::State to) {
+    (void)from;
+    const auto it = index.find(id);
+    if (it == index.end()) return;
+    ConnTimes& c = times[it->second];
+    const std::uint64_t now = rte_rdtsc();
+    switch (to) {
+      case control::State::kRouteResolving:
+        c.t[kAddr] = now;
+        break;
+      case control::State::kConnecting:
+        c.t[kRoute] = now;
+        if (const control::Connection* conn = eng->find(id); conn != nullptr) c.qp_num = conn->qp_num();
+        break;
+      case control::State::kEstablishedPendingAdopt:
+      case control::State::kOwnedByCore:
+        if (c.t[kEstablished] == 0) c.t[kEstablished] = now;
+        break;
+      case control::State::kClosing:
+      case control::State::kBackoff:
+      case control::State::kDestroyed:
+        if (c.t[kCloseStart] == 0 && !c.failed) {
+          c.failed = true;
+          ++failed;
+        }
+        if (to == control::State::kDestroyed) c.t[kClosed] = now;
+        break;
+      default:
+        break;
+    }
+  };
+
+  dataplane::EchoClientResults results;
+  std::vector<dataplane::EchoClientResults::Done> done_log(n);
+  results.done_log = done_log.data();
+  results.done_capacity = n;
+  std::vector<std::unique_ptr<dataplane::EchoClientService>> services;
+  std::string err;
+  auto engine = control::Engine::create(ec, &err);
+  if (!engine) {
+    rep->error = "connect: " + err;
+    return false;
+  }
+  eng = engine.get();
+  results.wake = [](void* e) { static_cast<control::Engine*>(e)->wake(); };
+  results.wake_arg = engine.get();
+  results.wake_at = n;
+  dataplane::EchoClientConfig sc;
+  sc.messages_per_conn = 1;
+  sc.min_payload = sc.max_payload = static_cast<std::uint32_t>(kConnectEchoBytes);
+  sc.window = 1;
+  sc.opcode = static_cast<std::uint16_t>(protocol::ObjectOpcode::kEcho);
+  std::vector<std::unique_ptr<control::CoreRunner>> runners;
+  for (unsigned i = 0; i < cores; ++i) {
+    services.push_back(std::make_unique<dataplane::EchoClientService>(sc, results));
+    runners.push_back(dataplane::make_core_runner(engine->backend_kind(), engine->core(i), *services.back()));
+  }
+  if (!engine->launch_cores(std::move(runners), &err)) {
+    rep->error = "connect: " + err;
+    return false;
+  }
+
+  Row row;
+  row.size = kConnectEchoBytes;
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(static_cast<long>(o.connect_timeout_s * 1000));
+  // Every connection is started at once, as cmtime starts each of its steps for all connections; the engine
+  // then takes each through its steps as its events arrive.
+  for (std::uint32_t i = 0; i < n; ++i) {
+    times[i].t[kCall] = rte_rdtsc();
+    // The engine numbers its connections 1, 2, ... : the hook knows this one before connect returns.
+    index.emplace(static_cast<std::uint64_t>(i) + 1, i);
+    const std::uint64_t id = engine->connect(o.server, o.port, &err, false, static_cast<int>(i % cores));
+    times[i].t[kCalled] = rte_rdtsc();
+    if (id != static_cast<std::uint64_t>(i) + 1) {
+      rep->error = id == 0 ? "connect: " + err
+                           : "connect: the engine numbered connection " + std::to_string(i + 1) + " as " +
+                                 std::to_string(id);
+      engine->begin_shutdown_st();
+      engine->stop_cores_st();
+      return false;
+    }
+  }
+  const auto t_started = Clock::now();
+  auto last_line = t_started;
+  while (results.connections_done.load(std::memory_order_acquire) < n) {
+    if (failed != 0 || Clock::now() >= deadline || interrupted(o)) break;
+    Clock::time_point next = deadline;
+    if (o.progress) next = std::min(next, last_line + std::chrono::seconds(1));
+    // The service's last verified answer wakes this sleep (results.wake), as do rdma_cm events and replies.
+    engine->poll_st(ms_until(next));
+    if (o.progress && Clock::now() - last_line >= std::chrono::seconds(1)) {
+      last_line = Clock::now();
+      std::fprintf(stderr, "[connect] t=%5.1fs %zu connection(s) up, %" PRIu64 " verified of %u\n",
+                   since(t_started), engine->owned_count(),
+                   static_cast<std::uint64_t>(results.connections_done.load()), n);
+    }
+  }
+  const std::uint64_t verified = results.connections_done.load(std::memory_order_acquire);
+  const std::size_t logged = std::min<std::size_t>(results.done_count.load(std::memory_order_acquire), n);
+  {
+    std::unordered_map<std::uint32_t, std::uint32_t> by_qp;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (times[i].qp_num != 0) by_qp.emplace(times[i].qp_num, i);
+    }
+    for (std::size_t k = 0; k < logged; ++k) {
+      const std::uint64_t tsc = done_log[k].tsc.load(std::memory_order_acquire);
+      if (tsc == 0) continue;  // still being written (a run that timed out)
+      const auto it = by_qp.find(done_log[k].qp_num);
+      if (it != by_qp.end()) times[it->second].t[kVerified] = tsc;
+    }
+  }
+
+  // Teardown: every connection closed for good at once (the SIGTERM path without the quiesce: nothing is in
+  // flight), timed to the last one destroyed.
+  const std::uint64_t close_tsc = rte_rdtsc();
+  for (ConnTimes& c : times) c.t[kCloseStart] = close_tsc;
+  const auto tc = Clock::now();
+  engine->begin_shutdown_st();
+  const auto close_deadline = tc + std::chrono::seconds(30);
+  while (!engine->drained_st() && Clock::now() < close_deadline) engine->poll_st(ms_until(close_deadline));
+  const bool drained = engine->drained_st();
+  rep->connect.teardown_s = since(tc);
+  engine->stop_cores_st();
+
+  ConnectResult& r = rep->connect;
+  r.requested = n;
+  r.verified = verified;
+  std::uint64_t first = UINT64_MAX, last = 0;
+  for (const ConnTimes& c : times) {
+    if (c.t[kVerified] == 0) continue;
+    first = std::min(first, c.t[kCall]);
+    last = std::max(last, c.t[kVerified]);
+  }
+  if (last > first) r.setup_s = static_cast<double>(last - first) * us_per_tick / 1e6;
+  r.steps = {
+      step_between("create id", times, kCall, kCalled, us_per_tick, n),
+      step_between("resolve addr", times, kCalled, kAddr, us_per_tick, n),
+      step_between("resolve route", times, kAddr, kRoute, us_per_tick, n),
+      step_between("connect", times, kRoute, kEstablished, us_per_tick, n),
+      step_between("first echo", times, kEstablished, kVerified, us_per_tick, n),
+      step_between("full connect", times, kCall, kVerified, us_per_tick, n),
+      step_between("disconnect", times, kCloseStart, kClosed, us_per_tick, n),
+  };
+
+  row.ops = verified;
+  row.bytes = verified * kConnectEchoBytes;
+  row.seconds = r.setup_s;
+  row.mismatches = results.mismatches.load();
+  std::uint64_t send_failures = 0;
+  for (const auto& sv : services) send_failures += sv->send_failures() + sv->unexpected();
+  if (send_failures != 0) row.errors_by_status["send_failed"] = send_failures;
+  if (failed != 0) row.errors_by_status["connect_failed"] = failed;
+  if (verified + failed < n) row.errors_by_status["not_verified_in_time"] = n - verified - failed;
+  if (!drained) row.errors_by_status["close_timed_out"] = engine->connection_count();
+  for (const auto& [k, v] : row.errors_by_status) row.errors += v;
+  row.interrupted = interrupted(o);
+  rep->rows.push_back(row);
+  return true;
+}
+
+}  // namespace
+
 // ==== put / get / mixed: the client library
 // ==================================================================
 
@@ -392,6 +661,38 @@ struct alignas(64) Lane {
 inline void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
   c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
+
+// The driving thread sleeps until a slot needs it or its next deadline (a progress line, the end of a timed
+// phase). A slot needs it when it parks (a refused submission the driver reissues) and when the last active
+// slot goes inactive (the phase is over). notify() is a futex wake only while the driver sleeps and only on
+// those transitions: the completions themselves never make a syscall.
+class Attention {
+ public:
+  std::uint32_t seen() const noexcept { return seq_.load(std::memory_order_seq_cst); }
+  void notify() noexcept {
+    seq_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleeping_.load(std::memory_order_seq_cst)) {
+      syscall(SYS_futex, &seq_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+    }
+  }
+  // Sleeps until a notify() after `seen` was read, `until`, or a signal.
+  void wait(std::uint32_t seen, Clock::time_point until) noexcept {
+    const auto left = until - Clock::now();
+    if (left <= Clock::duration::zero()) return;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    sleeping_.store(true, std::memory_order_seq_cst);
+    if (seq_.load(std::memory_order_seq_cst) == seen) {
+      syscall(SYS_futex, &seq_, FUTEX_WAIT_PRIVATE, seen, until == Clock::time_point::max() ? nullptr : &ts,
+              nullptr, 0);
+    }
+    sleeping_.store(false, std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<std::uint32_t> seq_{0};
+  std::atomic<bool> sleeping_{false};
+};
 
 // prefill: PUT every key once; run: the mode's load; cleanup: DELETE every key, so that the next size (or the
 // next run) starts from an empty key space instead of filling the store with the old size's values.
@@ -416,7 +717,7 @@ struct Slot {
 struct KvRun {
   const Options* o = nullptr;
   client::Client* cl = nullptr;
-  bool caller = false;  // kCaller: the driving thread runs the client (pump)
+  bool caller = false;  // kCaller: the driving thread runs the client (rest)
   std::uint64_t size = 0;
   std::uint64_t keys = 0;
   std::uint64_t get_threshold = 0;  // mixed: rng < threshold -> GET
@@ -428,6 +729,7 @@ struct KvRun {
   std::atomic<std::uint64_t> prefill_next{0};
   std::atomic<std::int64_t> active{0};  // slots with a request in flight or parked
   std::atomic<std::uint64_t> parked{0};
+  Attention attention;
   std::array<Lane*, RTE_MAX_LCORE> lane_of{};
   Lane* other = nullptr;  // completions on non-EAL threads (the client's teardown)
 
@@ -438,6 +740,11 @@ struct KvRun {
 };
 
 void on_done(void* arg, const client::Result& r);
+
+// A slot has nothing more to do; the last one tells the driver.
+inline void deactivate(KvRun& run) noexcept {
+  if (run.active.fetch_sub(1, std::memory_order_acq_rel) == 1) run.attention.notify();
+}
 
 inline std::uint64_t next_rng(std::uint64_t& s) noexcept {
   s ^= s << 13;
@@ -508,7 +815,7 @@ bool issue_st(Slot& s) noexcept {
     // Parked: the driving thread reissues it shortly (a busy ring or a connection not up yet).
     s.retry = true;
     s.parked.store(true, std::memory_order_release);
-    run.parked.fetch_add(1, std::memory_order_relaxed);
+    if (run.parked.fetch_add(1, std::memory_order_relaxed) == 0) run.attention.notify();
   }
   return true;
 }
@@ -551,7 +858,7 @@ void on_done(void* arg, const client::Result& r) {
     add(l.by_status[i < kStatusCount ? i : kStatusCount - 1]);
   }
   if (r.status == client::Status::kShutdown || !issue_st(s)) {
-    run.active.fetch_sub(1, std::memory_order_acq_rel);
+    deactivate(run);
   }
 }
 
@@ -573,17 +880,16 @@ Snapshot snapshot(const std::vector<std::unique_ptr<Lane>>& lanes) {
   return s;
 }
 
-// Waits about `d` while the slots run: the caller's thread is the client's core in kCaller (it polls, and
-// the callbacks run here); the other modes progress on their own threads.
-void pump(KvRun& run, std::chrono::milliseconds d) {
+// Waits until `until` or until a slot needs the driver (Attention) while the slots run. kCaller: the caller's
+// thread is the client's core, so it polls (the callbacks run here) instead of sleeping.
+void rest(KvRun& run, std::uint32_t seen, Clock::time_point until) {
   if (!run.caller) {
-    std::this_thread::sleep_for(d);
+    run.attention.wait(seen, until);
     return;
   }
-  const auto until = Clock::now() + d;
   do {
     run.cl->progress();
-  } while (Clock::now() < until);
+  } while (run.attention.seen() == seen && Clock::now() < until);
 }
 
 // Starts every slot from `threads` fresh threads: the client binds a thread to a core (round robin) at its
@@ -593,7 +899,7 @@ void start_slots(KvRun& run, std::vector<Slot>& slots, unsigned threads) {
   run.active.store(static_cast<std::int64_t>(slots.size()), std::memory_order_release);
   if (run.caller) {
     for (Slot& s : slots) {
-      if (!issue_st(s)) run.active.fetch_sub(1, std::memory_order_acq_rel);
+      if (!issue_st(s)) deactivate(run);
     }
     return;
   }
@@ -601,21 +907,21 @@ void start_slots(KvRun& run, std::vector<Slot>& slots, unsigned threads) {
   for (unsigned t = 0; t < threads; ++t) {
     ts.emplace_back([&, t] {
       for (std::size_t i = t; i < slots.size(); i += threads) {
-        if (!issue_st(slots[i])) run.active.fetch_sub(1, std::memory_order_acq_rel);
+        if (!issue_st(slots[i])) deactivate(run);
       }
     });
   }
   for (auto& th : ts) th.join();
 }
 
-// Reissues parked slots (on this thread). Called every few milliseconds while slots run.
+// Reissues parked slots (on this thread). Called whenever the driver wakes while slots run.
 void unpark(KvRun& run, std::vector<Slot>& slots) {
   if (run.parked.load(std::memory_order_relaxed) == 0) return;
   for (Slot& s : slots) {
     if (!s.parked.load(std::memory_order_acquire)) continue;
     s.parked.store(false, std::memory_order_relaxed);
     run.parked.fetch_sub(1, std::memory_order_relaxed);
-    if (!issue_st(s)) run.active.fetch_sub(1, std::memory_order_acq_rel);
+    if (!issue_st(s)) deactivate(run);
   }
 }
 
@@ -623,28 +929,32 @@ void unpark(KvRun& run, std::vector<Slot>& slots) {
 bool drain(KvRun& run, std::vector<Slot>& slots, std::chrono::seconds timeout) {
   run.stop.store(true, std::memory_order_release);
   const auto deadline = Clock::now() + timeout;
-  while (run.active.load(std::memory_order_acquire) > 0) {
+  for (;;) {
+    const std::uint32_t seen = run.attention.seen();
     unpark(run, slots);  // a parked slot sees `stop` and goes inactive
+    if (run.active.load(std::memory_order_acquire) <= 0) return true;
     if (Clock::now() >= deadline) return false;
-    pump(run, std::chrono::milliseconds(1));
+    rest(run, seen, deadline);
   }
-  return true;
 }
 
-// Drives the running slots until pred(now) says the phase is over; one progress line per second.
+// Drives the running slots until done() says the phase is over (`end`: when a timed phase ends, max()
+// otherwise); one progress line per second. Between looks it sleeps (rest): the slots' transitions that
+// matter wake it, so it never wakes on a period of its own besides the progress line.
 template <typename Done>
 void drive(KvRun& run, std::vector<Slot>& slots, const std::vector<std::unique_ptr<Lane>>& lanes,
-           const char* phase, Done done) {
+           const char* phase, Clock::time_point end, Done done) {
   const Options& o = *run.o;
   const auto t0 = Clock::now();
   auto last = t0;
   Snapshot prev = snapshot(lanes);
-  while (!done()) {
-    if (interrupted(o)) return;
-    pump(run, std::chrono::milliseconds(5));
+  for (;;) {
+    const std::uint32_t seen = run.attention.seen();
     unpark(run, slots);
+    if (done() || interrupted(o)) return;
+    rest(run, seen, o.progress ? std::min(end, last + std::chrono::seconds(1)) : end);
     const auto now = Clock::now();
-    if (now - last >= std::chrono::seconds(1)) {
+    if (o.progress && now - last >= std::chrono::seconds(1)) {
       const Snapshot cur = snapshot(lanes);
       const double dt = std::chrono::duration<double>(now - last).count();
       progress_line(o, phase, run.size, std::chrono::duration<double>(now - t0).count(),
@@ -745,7 +1055,8 @@ bool run_kv(const Options& o, Report* rep) {
       run->phase = Phase::kPrefill;
       start_slots(*run, slots, threads);
       const auto t0 = Clock::now();
-      drive(*run, slots, lanes, "prefill", [&] { return run->active.load(std::memory_order_acquire) <= 0; });
+      drive(*run, slots, lanes, "prefill", Clock::time_point::max(),
+            [&] { return run->active.load(std::memory_order_acquire) <= 0; });
       if (!drain(*run, slots, std::chrono::seconds(30))) {
         rep->error = "prefill did not finish";
         release();
@@ -762,7 +1073,9 @@ bool run_kv(const Options& o, Report* rep) {
     start_slots(*run, slots, threads);
     if (o.warmup_s > 0) {
       const auto tw = Clock::now();
-      drive(*run, slots, lanes, "warmup", [&] { return since(tw) >= o.warmup_s; });
+      const auto tw_end =
+          tw + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.warmup_s));
+      drive(*run, slots, lanes, "warmup", tw_end, [&] { return Clock::now() >= tw_end; });
     }
     // The measured interval: counters from here, latencies recorded from here.
     const Snapshot s0 = snapshot(lanes);
@@ -773,9 +1086,12 @@ bool run_kv(const Options& o, Report* rep) {
     run->record.store(true, std::memory_order_release);
     const auto t0 = Clock::now();
     if (o.iterations != 0) {
-      drive(*run, slots, lanes, "measure", [&] { return run->active.load(std::memory_order_acquire) <= 0; });
+      drive(*run, slots, lanes, "measure", Clock::time_point::max(),
+            [&] { return run->active.load(std::memory_order_acquire) <= 0; });
     } else {
-      drive(*run, slots, lanes, "measure", [&] { return since(t0) >= o.duration_s; });
+      const auto t_end =
+          t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_s));
+      drive(*run, slots, lanes, "measure", t_end, [&] { return Clock::now() >= t_end; });
     }
     const Snapshot s1 = snapshot(lanes);
     row.seconds = since(t0);
@@ -788,7 +1104,8 @@ bool run_kv(const Options& o, Report* rep) {
       run->budgeted.store(false, std::memory_order_relaxed);
       run->stop.store(false, std::memory_order_release);
       start_slots(*run, slots, threads);
-      drive(*run, slots, lanes, "cleanup", [&] { return run->active.load(std::memory_order_acquire) <= 0; });
+      drive(*run, slots, lanes, "cleanup", Clock::time_point::max(),
+            [&] { return run->active.load(std::memory_order_acquire) <= 0; });
       drained = drain(*run, slots, std::chrono::seconds(30));
     }
     const Snapshot s2 = snapshot(lanes);
@@ -841,6 +1158,7 @@ bool run(const Options& o, Report* report) {
     report->error = bad;
     return false;
   }
+  if (o.mode == Mode::kConnect) return run_connect(o, report);
   return uses_client(o.mode) ? run_kv(o, report) : run_echo(o, report);
 }
 

@@ -4,6 +4,10 @@
 // RDMA, brings EAL up and calls run(); everything here expects EAL to be initialised already.
 //
 // Modes:
+//   connect      connection setup rate: an engine opens N connections at once (full rdmagate handshake), the
+//                echo service verifies one 64 B round trip on each, then all are closed; every step of every
+//                connection is timed from the engine's state changes (EngineConfig::on_state_change), and
+//                reported as cmtime reports its steps.
 //   echo, sink   an active control::Engine whose cores run dataplane::EchoClientService (opcode kEcho, or
 //                kSink one-way): the gateway's transport with no client library in between. Every echo
 //                answer is verified byte by byte by the service.
@@ -74,10 +78,29 @@ struct Row {
   }
 };
 
+// connect: one step of a connection's setup or teardown, as cmtime reports it. total: from the first
+// connection entering the step to the last leaving it (connections go through their steps concurrently);
+// max and min over the connections; us_per_conn = total / connections (cmtime's "us / conn").
+struct StepTime {
+  std::string name;
+  std::uint64_t connections = 0;  // that went through the step
+  double total_ms = 0, max_ms = 0, min_us = 0, us_per_conn = 0;
+};
+
+struct ConnectResult {
+  std::uint64_t requested = 0;
+  std::uint64_t verified = 0;  // connections that came up and answered their echo, verified
+  double setup_s = 0;          // first connect call to the last verified answer
+  double teardown_s = 0;       // close of all to the last destroyed
+  std::vector<StepTime> steps;
+  double per_s() const noexcept { return setup_s > 0 ? static_cast<double>(verified) / setup_s : 0.0; }
+};
+
 struct Report {
   Options options;
   std::vector<Row> rows;
-  std::string error;  // setup failure (then rows may be incomplete)
+  ConnectResult connect;  // Mode::kConnect
+  std::string error;      // setup failure (then rows may be incomplete)
   std::uint64_t errors() const noexcept;
   std::uint64_t mismatches() const noexcept;
   bool ok() const noexcept { return error.empty() && errors() == 0 && mismatches() == 0; }

@@ -32,12 +32,14 @@ const char* mode_name(Mode m) noexcept {
       return "get";
     case Mode::kMixed:
       return "mixed";
+    case Mode::kConnect:
+      return "connect";
   }
   return "?";
 }
 
 bool parse_mode(std::string_view s, Mode* out) noexcept {
-  for (Mode m : {Mode::kEcho, Mode::kSink, Mode::kPut, Mode::kGet, Mode::kMixed}) {
+  for (Mode m : {Mode::kEcho, Mode::kSink, Mode::kPut, Mode::kGet, Mode::kMixed, Mode::kConnect}) {
     if (s == mode_name(m)) {
       *out = m;
       return true;
@@ -84,6 +86,8 @@ std::string usage_text() {
   return "usage: rdmagate-bench MODE [ADDR] [options]      (MODE and ADDR may come anywhere)\n"
          "  MODE                     echo | sink (engine + echo client, inline payloads) | put | get | "
          "mixed\n"
+         "                           | connect (setup rate: -n connections opened at once, each verified by\n"
+         "                           one echo, then closed; steps timed as cmtime times them)\n"
          "  ADDR, --server ADDR      gateway address (default: $RDMAGATE_RXE_ADDR when set)\n"
          "\n"
          "perftest's letters, where the meaning matches:\n"
@@ -91,7 +95,8 @@ std::string usage_text() {
          "4096\n"
          "  -a, --all                every power of two from 2 B: to 4 MiB (put/get/mixed; from 8 B with\n"
          "                           --verify), to the inline message (echo/sink)\n"
-         "  -n, --iterations, --iters N  measured operations per size instead of a duration\n"
+         "  -n, --iterations, --iters N  measured operations per size instead of a duration; connect: the\n"
+         "                           connections to open (100, as cmtime's -c)\n"
          "  -D, --duration S         measured seconds per size (5)\n"
          "  -q, --connections, --qp N    connections, each one RC queue pair (1)\n"
          "  -t, --qd, --tx-depth N   requests in flight per connection (1)\n"
@@ -305,7 +310,7 @@ CliParse parse_cli(int argc, char* const* argv, const CliEnv& env) {
         if (!parse_double(v, &o.duration_s) || !(o.duration_s > 0)) return bad();
         break;
       case 'q':
-        if (!parse_u64(v, &u) || u == 0 || u > 4096) return bad();
+        if (!parse_u64(v, &u) || u == 0 || u > kMaxConnections) return bad();
         o.connections = static_cast<std::uint32_t>(u);
         break;
       case 't':
@@ -422,12 +427,12 @@ CliParse parse_cli(int argc, char* const* argv, const CliEnv& env) {
     } else if (server_pos.empty() && a.find_first_of(".:") != std::string::npos) {
       server_pos = a;
     } else if (!have_mode) {
-      return fail("unknown mode '" + a + "' (echo, sink, put, get, mixed)");
+      return fail("unknown mode '" + a + "' (echo, sink, put, get, mixed, connect)");
     } else {
       return fail("unexpected argument '" + a + "' (one MODE and at most one ADDR)");
     }
   }
-  if (!have_mode) return fail("no MODE given (echo, sink, put, get, mixed)");
+  if (!have_mode) return fail("no MODE given (echo, sink, put, get, mixed, connect)");
   if (!server_pos.empty() && !server_flag.empty() && server_pos != server_flag) {
     return fail("two gateway addresses: " + server_pos + " and --server " + server_flag);
   }
@@ -447,6 +452,31 @@ CliParse parse_cli(int argc, char* const* argv, const CliEnv& env) {
   if (c.all_sizes && given.count('s') != 0) return fail("-a/--all and -s/--size exclude each other");
   if (given.count('n') != 0 && given.count('D') != 0) {
     return fail("-n/--iterations and -D/--duration exclude each other");
+  }
+
+  if (o.mode == Mode::kConnect) {
+    // One question, one number: how fast connections come up. Sizes, durations, depths and presets belong
+    // to the traffic modes.
+    for (const int f : {int{'s'}, int{'a'}, int{'D'}, int{'q'}, int{'t'}, int{kOptPreset}, int{kOptWarmup},
+                        int{kOptKeys}, int{kOptVerify}}) {
+      if (given.count(f) != 0) {
+        return fail(flag_name(f) + " does not apply to connect (-n N: the connections to open)");
+      }
+    }
+    if (given.count('n') != 0) {
+      if (o.iterations > kMaxConnections) {
+        return fail("-n/--iterations " + std::to_string(o.iterations) + ": connect opens at most " +
+                    std::to_string(kMaxConnections) + " connections");
+      }
+      o.connections = static_cast<std::uint32_t>(o.iterations);
+    } else {
+      o.connections = kConnectDefaultConnections;
+    }
+    o.iterations = 0;
+    o.sizes = {kConnectEchoBytes};
+    o.warmup_s = 0;
+    r.action = CliAction::kRun;
+    return r;
   }
 
   const bool inline_only = !uses_client(o.mode);
@@ -530,39 +560,50 @@ LcorePlan default_lcores(unsigned cores, const std::vector<unsigned>& allowed_cp
   }
   LcorePlan p;
   std::vector<unsigned> pollers;
-  unsigned main_cpu = 0;
+  unsigned main_cpu = allowed[0];
   if (spare.size() >= cores + 1u) {
     main_cpu = spare[0];
     pollers.assign(spare.begin() + 1, spare.begin() + 1 + cores);
+  } else if (allowed.size() >= 2) {
+    // The pollers first, by preference: spare CPUs, the gateway's control CPU (its thread sleeps), the
+    // gateway's core last. The main lcore sleeps until a connection event or its next deadline, so it takes
+    // whatever CPU the pollers leave, the gateway's control CPU first: a poller never waits for it.
+    std::vector<unsigned> pref = spare;
+    for (unsigned cpu : {kGatewayControlCpu, kGatewayCoreCpu}) {
+      if (contains(allowed, cpu)) pref.push_back(cpu);
+    }
+    const std::size_t n = std::min<std::size_t>(cores, pref.size() - 1);
+    const std::vector<unsigned> poller_cpus(pref.begin(), pref.begin() + static_cast<std::ptrdiff_t>(n));
+    const std::vector<unsigned> rest(pref.begin() + static_cast<std::ptrdiff_t>(n), pref.end());
+    main_cpu = contains(rest, kGatewayControlCpu) ? kGatewayControlCpu : rest[0];
+    for (unsigned i = 0; i < cores; ++i) pollers.push_back(poller_cpus[i % poller_cpus.size()]);
   } else {
-    // The main lcore mostly sleeps (it wakes every few milliseconds), as does the gateway's control thread:
-    // they share the gateway's control CPU, or the first CPU this process may use that is not the gateway's
-    // core.
-    if (contains(allowed, kGatewayControlCpu)) {
-      main_cpu = kGatewayControlCpu;
-    } else {
-      const auto it =
-          std::find_if(allowed.begin(), allowed.end(), [](unsigned x) { return x != kGatewayCoreCpu; });
-      main_cpu = it != allowed.end() ? *it : allowed[0];
-    }
-    std::vector<unsigned> pool;
-    for (unsigned cpu : spare) {
-      if (cpu != main_cpu) pool.push_back(cpu);
-    }
-    if (pool.empty()) pool.push_back(main_cpu);
-    for (unsigned i = 0; i < cores; ++i) pollers.push_back(pool[i % pool.size()]);
+    pollers.assign(cores, main_cpu);
   }
   p.map = join_map(main_cpu, pollers);
   p.shares_main = contains(pollers, main_cpu);
   p.on_gateway_core = contains(pollers, kGatewayCoreCpu);
+  p.main_on_gateway_core = main_cpu == kGatewayCoreCpu;
+  std::vector<unsigned> distinct = pollers;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  const std::string cpus = std::to_string(allowed.size()) + " CPU(s)";
   if (p.shares_main) {
-    p.note = "this process may use " + std::to_string(allowed.size()) +
-             " CPU(s): the data-plane core(s) share CPU " + std::to_string(main_cpu) +
-             " with the main thread to stay off CPU " + std::to_string(kGatewayCoreCpu) +
-             " (the gateway's default core)";
+    p.note = "this process may use " + cpus + ": the data-plane core(s) share CPU " +
+             std::to_string(main_cpu) + " with the main thread; add --yield, or give the bench a second CPU";
+  } else if (distinct.size() < pollers.size()) {
+    p.note = "this process may use " + cpus + ": " + std::to_string(cores) + " data-plane cores share " +
+             std::to_string(distinct.size()) + " CPU(s), to keep the main thread on a CPU of its own";
+  } else if (p.on_gateway_core) {
+    p.note = "a data-plane core runs on CPU " + std::to_string(kGatewayCoreCpu) +
+             ", the gateway's default core, if a gateway runs on this machine";
+  } else if (p.main_on_gateway_core) {
+    p.note = "the main thread (it sleeps until an event) runs on CPU " + std::to_string(kGatewayCoreCpu) +
+             ", the gateway's default core, so that the bench's core has CPU " + std::to_string(pollers[0]) +
+             " to itself beside the gateway's control thread";
   } else if (main_cpu == kGatewayControlCpu) {
     p.note = "the main thread shares CPU " + std::to_string(main_cpu) +
-             " with the gateway's default control thread (both mostly sleep)";
+             " with the gateway's default control thread (both sleep until an event)";
   }
   return p;
 }
@@ -620,9 +661,10 @@ std::string lcores_warning(const std::string& map, unsigned cores, bool yield,
   std::ostringstream w;
   w << "warning: --lcores " << map;
   if (c.shares_main) {
-    w << " puts a data-plane lcore on CPU";
+    w << " puts a data-plane (polling) lcore on CPU";
     for (unsigned cpu : c.shared_cpus) w << ' ' << cpu;
-    w << ", the main (control) lcore's CPU: they take turns, and round trips grow by the scheduler's slices";
+    w << ", the main (control) lcore's CPU: every control wakeup preempts the poller, and round trips grow "
+         "by the scheduler's slices";
   }
   if (c.on_gateway_core) {
     w << (c.shares_main ? "; and" : " puts") << " a data-plane lcore on CPU " << kGatewayCoreCpu
@@ -631,7 +673,7 @@ std::string lcores_warning(const std::string& map, unsigned cores, bool yield,
   }
   const bool default_better = (c.shares_main && !d.shares_main) || (c.on_gateway_core && !d.on_gateway_core);
   if (default_better) {
-    w << ". Use --lcores " << d.map << " (the default here)";
+    w << ". Use --lcores " << d.map << " (the default here), or leave --lcores out";
   } else if (!yield) {
     w << ". This machine has no CPU to spare: add --yield so that the core gives its CPU up when idle";
   } else {

@@ -11,7 +11,9 @@
 
 namespace rdmagate::bench {
 
-enum class Mode : std::uint8_t { kEcho = 0, kSink = 1, kPut = 2, kGet = 3, kMixed = 4 };
+// kConnect: connection setup rate (cmtime's measure): -n N connections opened at once, each verified usable
+// by one echo round trip, then closed; steps timed as cmtime times them.
+enum class Mode : std::uint8_t { kEcho = 0, kSink = 1, kPut = 2, kGet = 3, kMixed = 4, kConnect = 5 };
 const char* mode_name(Mode m) noexcept;
 bool parse_mode(std::string_view s, Mode* out) noexcept;
 inline bool uses_client(Mode m) noexcept {
@@ -56,6 +58,12 @@ const char* preset_name(Preset p) noexcept;
 // store.max_value_bytes is 4 MiB, and echo/sink payloads must fit the inline message).
 inline constexpr std::uint64_t kAllSizesMaxValue = 4u << 20;
 
+// connect: connections opened when -n is not given (cmtime's default), and the payload of the one echo that
+// proves each usable.
+inline constexpr std::uint32_t kConnectDefaultConnections = 100;
+inline constexpr std::uint64_t kConnectEchoBytes = 64;
+inline constexpr std::uint32_t kMaxConnections = 4096;  // -q, and -n in connect mode
+
 // Everything the command line decided, after defaults and the preset.
 struct Cli {
   Options bench;
@@ -98,16 +106,18 @@ inline constexpr unsigned kGatewayControlCpu = 0;
 inline constexpr unsigned kGatewayCoreCpu = 1;
 
 struct LcorePlan {
-  std::string map;               // an EAL --lcores value: lcore 0 (main) first, then lcores 1..cores
-  bool shares_main = false;      // a data-plane lcore runs on the main lcore's CPU
-  bool on_gateway_core = false;  // a data-plane lcore runs on kGatewayCoreCpu
-  std::string note;              // why, when the plan had to share (empty otherwise)
+  std::string map;                    // an EAL --lcores value: lcore 0 (main) first, then lcores 1..cores
+  bool shares_main = false;           // a data-plane lcore runs on the main lcore's CPU
+  bool on_gateway_core = false;       // a data-plane lcore runs on kGatewayCoreCpu
+  bool main_on_gateway_core = false;  // the (sleeping) main lcore runs on kGatewayCoreCpu
+  std::string note;                   // why, when the plan had to share (empty otherwise)
 };
 
 // The default placement over the CPUs this process may run on (sched_getaffinity), ascending: the main lcore
-// and every data-plane lcore on CPUs of their own outside the gateway's defaults when there are enough;
-// otherwise the main lcore on the gateway's control CPU, then data-plane lcores share the main lcore's CPU
-// before they ever land on the gateway's core.
+// and every data-plane lcore on CPUs of their own outside the gateway's defaults when there are enough.
+// Otherwise the data-plane lcores take the spare CPUs, then the gateway's control CPU, the gateway's core
+// last, and the main lcore (event-driven: it sleeps until a connection event or its next deadline) takes a
+// CPU none of them uses: it never shares a polling lcore's CPU while the process has two CPUs or more.
 LcorePlan default_lcores(unsigned cores, const std::vector<unsigned>& allowed_cpus);
 
 // A user's --lcores map checked the same way: the main lcore is the lowest lcore id (EAL's default), the

@@ -216,6 +216,33 @@ TEST(BenchCli, ProgressModeOfTheClientLibrary) {
   EXPECT_EQ(parse({"get", "1.1.1.1", "--progress", "eal", "--cores", "2"}).action, CliAction::kRun);
 }
 
+TEST(BenchCli, ConnectModeCountsConnectionsWithN) {
+  CliParse p = parse({"connect", "198.18.0.1"});
+  ASSERT_EQ(p.action, CliAction::kRun) << p.error;
+  EXPECT_EQ(p.cli.bench.mode, Mode::kConnect);
+  EXPECT_EQ(p.cli.bench.connections, kConnectDefaultConnections) << "cmtime's default -c";
+  EXPECT_EQ(p.cli.bench.iterations, 0u);
+  EXPECT_EQ(p.cli.bench.sizes, std::vector<std::uint64_t>{kConnectEchoBytes});
+  EXPECT_DOUBLE_EQ(p.cli.bench.warmup_s, 0.0);
+  p = parse({"-n", "1000", "connect", "198.18.0.1", "--cores", "2", "--yield"});
+  ASSERT_EQ(p.action, CliAction::kRun) << p.error;
+  EXPECT_EQ(p.cli.bench.connections, 1000u);
+  EXPECT_EQ(p.cli.cores, 2u);
+  const CliParse big = parse({"connect", "1.1.1.1", "-n", "4097"});
+  ASSERT_EQ(big.action, CliAction::kUsageError);
+  EXPECT_NE(big.error.find("at most 4096"), std::string::npos) << big.error;
+  // The traffic modes' knobs are refused by name, not silently ignored.
+  for (const char* flag : {"-s", "-D", "-q", "-t", "--preset", "--warmup", "--keys"}) {
+    const char* value = std::strcmp(flag, "--preset") == 0 ? "lat" : "4";
+    const CliParse e = parse({"connect", "1.1.1.1", flag, value});
+    ASSERT_EQ(e.action, CliAction::kUsageError) << flag;
+    EXPECT_NE(e.error.find("does not apply to connect"), std::string::npos) << flag << ": " << e.error;
+  }
+  EXPECT_EQ(parse({"connect", "1.1.1.1", "--verify"}).action, CliAction::kUsageError);
+  EXPECT_EQ(parse({"connect", "1.1.1.1", "-a"}).action, CliAction::kUsageError);
+  EXPECT_NE(usage_text().find("connect"), std::string::npos);
+}
+
 TEST(BenchCli, ParsesAgainAfterAnotherParse) {
   ASSERT_EQ(parse({"get", "1.1.1.1", "--bogus"}).action, CliAction::kUsageError);
   const CliParse p = parse({"put", "1.1.1.1", "-s", "8"});
@@ -231,22 +258,51 @@ TEST(BenchLcores, DefaultsStayOffTheGatewaysCoresAndTheMainLcoresCpu) {
   EXPECT_EQ(p.map, "0@2,1@3");
   EXPECT_FALSE(p.shares_main);
   EXPECT_FALSE(p.on_gateway_core);
+  EXPECT_FALSE(p.main_on_gateway_core);
   EXPECT_TRUE(p.note.empty()) << p.note;
   // 3 CPUs: the core takes the spare CPU, the main lcore sleeps beside the gateway's control thread.
   p = default_lcores(1, {0, 1, 2});
   EXPECT_EQ(p.map, "0@0,1@2");
   EXPECT_FALSE(p.shares_main);
-  // 2 CPUs (the guest): nothing to spare, so the core shares the main lcore's CPU, never the gateway's core.
+  // 2 CPUs (the guest): the core gets CPU 0 (beside the gateway's sleeping control thread), the sleeping main
+  // lcore CPU 1; never the main lcore on the core's CPU, never the core on the gateway's core.
   p = default_lcores(1, {0, 1});
-  EXPECT_EQ(p.map, "0@0,1@0");
-  EXPECT_TRUE(p.shares_main);
+  EXPECT_EQ(p.map, "0@1,1@0");
+  EXPECT_FALSE(p.shares_main);
   EXPECT_FALSE(p.on_gateway_core);
+  EXPECT_TRUE(p.main_on_gateway_core);
   EXPECT_NE(p.note.find("CPU 1"), std::string::npos) << p.note;
   // Two cores on 8 CPUs, and a restricted affinity mask (taskset -c 4-7).
   EXPECT_EQ(default_lcores(2, {0, 1, 2, 3, 4, 5, 6, 7}).map, "0@2,1@3,2@4");
   EXPECT_EQ(default_lcores(1, {4, 5, 6, 7}).map, "0@4,1@5");
-  // One CPU only: everything there.
-  EXPECT_EQ(default_lcores(1, {3}).map, "0@3,1@3");
+  // Three cores on 4 CPUs: the cores take 2, 3 and the gateway's control CPU; the main lcore the rest.
+  p = default_lcores(3, {0, 1, 2, 3});
+  EXPECT_EQ(p.map, "0@1,1@2,2@3,3@0");
+  EXPECT_FALSE(p.shares_main);
+  EXPECT_FALSE(p.on_gateway_core);
+  // More cores than CPUs besides the main lcore's: the cores share among themselves, never the main's CPU.
+  p = default_lcores(2, {0, 1});
+  EXPECT_EQ(p.map, "0@1,1@0,2@0");
+  EXPECT_FALSE(p.shares_main);
+  EXPECT_NE(p.note.find("share"), std::string::npos) << p.note;
+  // A mask without the gateway's control CPU ({1, 2}): the core on 2, the main lcore on 1.
+  EXPECT_EQ(default_lcores(1, {1, 2}).map, "0@1,1@2");
+  // One CPU only: everything there, and the note says what to do.
+  p = default_lcores(1, {3});
+  EXPECT_EQ(p.map, "0@3,1@3");
+  EXPECT_TRUE(p.shares_main);
+  EXPECT_NE(p.note.find("--yield"), std::string::npos) << p.note;
+  // Every allowed set from one to six CPUs and one to four cores: with two CPUs or more the main lcore
+  // never shares a data-plane lcore's CPU.
+  for (unsigned ncpu = 1; ncpu <= 6; ++ncpu) {
+    std::vector<unsigned> cpus;
+    for (unsigned c = 0; c < ncpu; ++c) cpus.push_back(c);
+    for (unsigned cores = 1; cores <= 4; ++cores) {
+      const LcorePlan d = default_lcores(cores, cpus);
+      EXPECT_EQ(d.shares_main, ncpu == 1) << ncpu << " CPUs, " << cores << " cores: " << d.map;
+      EXPECT_EQ(check_lcores(d.map).shares_main, d.shares_main) << d.map;
+    }
+  }
 }
 
 TEST(BenchLcores, ReadsEalMaps) {
@@ -276,10 +332,16 @@ TEST(BenchLcores, WarningNamesTheExactFix) {
   const std::string g = lcores_warning("0@0,1@1", 1, false, {0, 1, 2, 3});
   EXPECT_NE(g.find("gateway's default core"), std::string::npos) << g;
   EXPECT_NE(g.find("Use --lcores 0@2,1@3"), std::string::npos) << g;
-  // 2 CPUs: no better map exists; without --yield the fix is --yield, with it there is nothing to say.
-  const std::string y = lcores_warning("0@0,1@0", 1, false, {0, 1});
+  // 2 CPUs: the old default (the core on the main lcore's CPU) gets the new one as its fix, --yield or not.
+  for (const bool yield : {false, true}) {
+    const std::string two = lcores_warning("0@0,1@0", 1, yield, {0, 1});
+    EXPECT_NE(two.find("main (control) lcore's CPU"), std::string::npos) << two;
+    EXPECT_NE(two.find("Use --lcores 0@1,1@0"), std::string::npos) << two;
+  }
+  // 1 CPU: no better map exists; without --yield the fix is --yield, with it there is nothing to say.
+  const std::string y = lcores_warning("0@3,1@3", 1, false, {3});
   EXPECT_NE(y.find("add --yield"), std::string::npos) << y;
-  EXPECT_TRUE(lcores_warning("0@0,1@0", 1, true, {0, 1}).empty());
+  EXPECT_TRUE(lcores_warning("0@3,1@3", 1, true, {3}).empty());
   EXPECT_TRUE(lcores_warning("0@2,1@3", 1, false, {0, 1, 2, 3}).empty());
 }
 

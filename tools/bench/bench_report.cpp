@@ -32,8 +32,54 @@ Latency latency_of(const Histogram& h, double us_per_tick) noexcept {
   return l;
 }
 
+namespace {
+
+// connect: cmtime's table (its columns and their meaning), then the rate.
+void print_connect(std::FILE* out, const Report& r) {
+  const Options& o = r.options;
+  const ConnectResult& c = r.connect;
+  std::fprintf(out, " rdmagate-bench connect  server %s:%u  device %s  connections %u  cores %zu%s\n",
+               o.server.c_str(), o.port, o.device.empty() ? "-" : o.device.c_str(), o.connections,
+               o.lcores.size(), o.yield ? " (yield)" : "");
+  std::fprintf(out,
+               " all connections started at once; each verified by one %" PRIu64
+               " B echo round trip, then all closed\n",
+               kConnectEchoBytes);
+  std::fprintf(out, "step              total ms     max ms     min us  us / conn\n");
+  for (const StepTime& s : c.steps) {
+    std::fprintf(out, "%-13s: %11.2f%11.2f%11.2f%11.2f\n", s.name.c_str(), s.total_ms, s.max_ms, s.min_us,
+                 s.us_per_conn);
+  }
+  std::fprintf(
+      out,
+      " create id: Engine::connect (rdma_create_id, handshake timer, rdma_resolve_addr issued); resolve "
+      "route: to rdma_connect\n"
+      " issued (core slot, QP created, receives posted); connect: rdma_connect to ESTABLISHED with the "
+      "rdmagate handshake;\n"
+      " first echo: ESTABLISHED to the verified answer; full connect: create id to the verified answer\n");
+  std::fprintf(out, " setup: %" PRIu64 " of %" PRIu64 " connections verified in %.3f s = %.1f connections/s",
+               c.verified, c.requested, c.setup_s, c.per_s());
+  std::fprintf(out, "; teardown %.3f s\n", c.teardown_s);
+  for (const Row& w : r.rows) {
+    if (w.errors_by_status.empty() && w.mismatches == 0) continue;
+    std::fprintf(out, " errors:");
+    for (const auto& [k, v] : w.errors_by_status) std::fprintf(out, " %s=%" PRIu64, k.c_str(), v);
+    if (w.mismatches != 0) std::fprintf(out, " mismatches=%" PRIu64, w.mismatches);
+    std::fprintf(out, "\n");
+  }
+  if (!r.error.empty()) std::fprintf(out, " FAILED: %s\n", r.error.c_str());
+  std::fprintf(out, " result: %s (errors %" PRIu64 ", mismatches %" PRIu64 ")\n", r.ok() ? "OK" : "FAILED",
+               r.errors(), r.mismatches());
+}
+
+}  // namespace
+
 void print_table(std::FILE* out, const Report& r) {
   const Options& o = r.options;
+  if (o.mode == Mode::kConnect) {
+    print_connect(out, r);
+    return;
+  }
   const char* line =
       "------------------------------------------------------------------------------------------------------"
       "-----------------------------";
@@ -167,6 +213,20 @@ std::string to_json(const Report& r, const RunInfo& info) {
     rows.push_back(x);
   }
   j["rows"] = rows;
+  if (o.mode == Mode::kConnect) {
+    const ConnectResult& c = r.connect;
+    json steps = json::array();
+    for (const StepTime& st : c.steps) {
+      steps.push_back({{"step", st.name},
+                       {"connections", st.connections},
+                       {"total_ms", st.total_ms},
+                       {"max_ms", st.max_ms},
+                       {"min_us", st.min_us},
+                       {"us_per_conn", st.us_per_conn}});
+    }
+    j["connect"] = {{"requested", c.requested},       {"verified", c.verified},     {"setup_s", c.setup_s},
+                    {"connections_per_s", c.per_s()}, {"teardown_s", c.teardown_s}, {"steps", steps}};
+  }
   j["errors"] = r.errors();
   j["mismatches"] = r.mismatches();
   j["ok"] = r.ok();

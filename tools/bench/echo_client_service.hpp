@@ -36,16 +36,33 @@ struct EchoClientResults {
   std::atomic<std::uint64_t> closed_answered{0};
   std::atomic<std::uint64_t> closed_refused{0};
   std::atomic<std::uint64_t> closed_lost{0};
+
+  // Set before the cores start, read-only afterwards. The owner sleeps in its control loop: when
+  // connections_done reaches wake_at the core that got there calls wake(wake_arg) once (Engine::wake: one
+  // eventfd write per run, not per message).
+  void (*wake)(void*) = nullptr;
+  void* wake_arg = nullptr;
+  std::uint64_t wake_at = 0;
+  // rdmagate-bench connect: each finished connection's QP number and the TSC of its last verified answer, in
+  // finishing order (slots taken by done_count; entries past done_capacity are dropped). An entry is
+  // complete once its tsc reads non-zero (stored with release after qp_num).
+  struct Done {
+    std::uint32_t qp_num = 0;
+    std::atomic<std::uint64_t> tsc{0};
+  };
+  Done* done_log = nullptr;
+  std::size_t done_capacity = 0;
+  std::atomic<std::size_t> done_count{0};
 };
 
 struct EchoClientConfig {
   std::uint64_t messages_per_conn = 10000;
   std::uint32_t min_payload = 0;  // sizes cycle min_payload..max_payload (equal: a fixed size)
   std::uint32_t max_payload = 0;
-  std::uint32_t window = 8;       // requests in flight per connection
+  std::uint32_t window = 8;  // requests in flight per connection
   std::uint16_t opcode = 1;
-  bool one_way = false;           // sink mode: no answers expected; completes when all are sent
-  bool measure_latency = false;   // per-request RTT histogram (TSC ticks); one connection per core
+  bool one_way = false;          // sink mode: no answers expected; completes when all are sent
+  bool measure_latency = false;  // per-request RTT histogram (TSC ticks); one connection per core
 };
 
 class EchoClientService {
@@ -167,10 +184,19 @@ class EchoClientService {
   void finish_if_done_st(Api& api, CoreConn& c) noexcept {
     ConnState& s = c.svc.as<ConnState>();
     if (s.answered == cfg_.messages_per_conn && s.start_tsc != 0) {
+      const std::uint64_t now = api.now_tsc_st();
       res_.verified.fetch_add(s.verified, std::memory_order_relaxed);
-      res_.sum_rtt_tsc.fetch_add(api.now_tsc_st() - s.start_tsc, std::memory_order_relaxed);
+      res_.sum_rtt_tsc.fetch_add(now - s.start_tsc, std::memory_order_relaxed);
       s.start_tsc = 0;
-      res_.connections_done.fetch_add(1, std::memory_order_release);
+      if (res_.done_log != nullptr) {
+        const std::size_t i = res_.done_count.fetch_add(1, std::memory_order_relaxed);
+        if (i < res_.done_capacity) {
+          res_.done_log[i].qp_num = c.qp_num;
+          res_.done_log[i].tsc.store(now, std::memory_order_release);
+        }
+      }
+      const std::uint64_t done = res_.connections_done.fetch_add(1, std::memory_order_acq_rel) + 1;
+      if (done == res_.wake_at && res_.wake != nullptr) res_.wake(res_.wake_arg);
     }
   }
 

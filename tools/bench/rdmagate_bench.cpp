@@ -128,16 +128,18 @@ int rdmagate_bench_main(int argc, char** argv) {
   }
   o.device = probe.device;
 
-  // EAL: the lowest lcore (this thread) drives; one worker lcore per bench core. The default map keeps the
-  // pollers off the main lcore's CPU and off the gateway's default CPUs whenever this process has CPUs to
-  // spare.
+  // EAL: the lowest lcore (this thread) drives; one worker lcore per bench core. The default map never puts
+  // the main lcore on a poller's CPU (unless the process has one CPU), and keeps the pollers off the
+  // gateway's default CPUs whenever this process has CPUs to spare.
   const std::vector<unsigned> cpus = allowed_cpus();
   std::string lcores_map = cli.cli.lcores_map;
   if (lcores_map.empty()) {
     const bench::LcorePlan plan = bench::default_lcores(cores, cpus);
     lcores_map = plan.map;
-    if (o.progress && !plan.note.empty()) {
-      std::fprintf(stderr, "rdmagate-bench: --lcores %s: %s\n", lcores_map.c_str(), plan.note.c_str());
+    // Sharing the main lcore's CPU is said even with --quiet: every figure of the run pays for it.
+    if ((o.progress || plan.shares_main) && !plan.note.empty()) {
+      std::fprintf(stderr, "rdmagate-bench: %s--lcores %s: %s\n", plan.shares_main ? "warning: " : "",
+                   lcores_map.c_str(), plan.note.c_str());
     }
   } else if (const std::string w = bench::lcores_warning(lcores_map, cores, o.yield, cpus); !w.empty()) {
     std::fprintf(stderr, "rdmagate-bench: %s\n", w.c_str());
