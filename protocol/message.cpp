@@ -65,6 +65,11 @@ WireError check_fragment(const Fragment& f) {
   return WireError::kOk;
 }
 
+// check_fragment(f) == kOk as one test, for the loops (which then ask check_fragment which rule failed).
+constexpr bool fragment_ok(std::uint64_t addr, std::uint32_t len) {
+  return len != 0 && addr <= ~std::uint64_t{0} - len;
+}
+
 }  // namespace
 
 // The same refusals in the same order as ever (type, credits, payload bound, the type's own rules, length,
@@ -107,9 +112,10 @@ WireError check_encodable(const Message& m, const Session& s, std::size_t out_si
   if (length > out_size) [[unlikely]]
     return WireError::kBufferTooSmall;
   if (is_chunk_request(m.type)) {
+    // 1 <= count <= fragment_cap(s) <= kMaxFragments was checked above.
     std::uint64_t total = 0;  // kMaxFragments lengths of 32 bits: cannot wrap
     for (const Fragment& fr : m.chunk.view()) {
-      if (const WireError e = check_fragment(fr); e != WireError::kOk) return e;
+      if (!fragment_ok(fr.addr, fr.len)) return check_fragment(fr);
       total += fr.len;
     }
     if (total > s.params.max_bulk_size) return WireError::kBulkTooLarge;
@@ -225,7 +231,7 @@ namespace {
     fr.addr = le::load<std::uint64_t>(f);
     fr.len = le::load<std::uint32_t>(f + 8);
     fr.rkey = le::load<std::uint32_t>(f + 12);
-    if (const WireError e = check_fragment(fr); e != WireError::kOk) return e;
+    if (!fragment_ok(fr.addr, fr.len)) return check_fragment(fr);
     total += fr.len;
   }
   if (total > s.params.max_bulk_size) return WireError::kBulkTooLarge;
@@ -237,7 +243,9 @@ namespace {
 
 // The header checks in the order documented in docs/protocol.md ("Decode errors"): framing first, then
 // integrity, then identity. The first failing check is the one reported.
-WireError decode_checked(std::span<const std::uint8_t> rx, const Session& s, Message& out) noexcept {
+}  // namespace
+
+WireError decode_message_ordered(std::span<const std::uint8_t> rx, const Session& s, Message& out) noexcept {
   if (rx.size() < kHeaderSize) return WireError::kTruncatedHeader;
   const std::uint8_t* p = rx.data();
   if (le::load<std::uint16_t>(p + off::kMagic) != kMessageMagic) return WireError::kBadMagic;
@@ -266,6 +274,8 @@ WireError decode_checked(std::span<const std::uint8_t> rx, const Session& s, Mes
   return decode_body(rx, length, s, out);
 }
 
+namespace {
+
 // Smallest length of each type, indexed by the type byte's low three bits (0 and 7 are not types).
 constexpr std::array<std::uint8_t, 8> kFixedSizes = [] {
   std::array<std::uint8_t, 8> t{};
@@ -276,10 +286,10 @@ constexpr std::array<std::uint8_t, 8> kFixedSizes = [] {
 
 }  // namespace
 
-// Every header check of decode_checked, as one chain of tests that all lead to the same place: a message
-// failing any of them is decoded again by decode_checked, which reports the first failing check in the
-// documented order (and no error code is set up before each test). Sessions with checksums take the
-// ordered path: the CRC dominates there.
+// Every header check of decode_message_ordered, as one chain of tests that all lead to the same place: a
+// message failing any of them is decoded again by decode_message_ordered, which reports the first failing
+// check in the documented order (and no error code is set up before each test). Sessions with checksums take
+// the ordered path: the CRC dominates there.
 WireError decode_message(std::span<const std::uint8_t> rx, const Session& s, Message& out) noexcept {
   if (rx.size() >= kHeaderSize && !s.checksum) [[likely]] {
     const std::uint8_t* p = rx.data();
@@ -299,7 +309,7 @@ WireError decode_message(std::span<const std::uint8_t> rx, const Session& s, Mes
       return decode_body(rx, length, s, out);
     }
   }
-  return decode_checked(rx, s, out);
+  return decode_message_ordered(rx, s, out);
 }
 
 }  // namespace rdmagate::protocol

@@ -126,4 +126,9 @@ WireError patch_credits(std::span<std::uint8_t> encoded, std::uint16_t credits, 
 // On kOk, `out.payload` points into `rx`; on error `out` is unspecified.
 WireError decode_message(std::span<const std::uint8_t> rx, const Session& s, Message& out) noexcept;
 
+// decode_message with every check taken one at a time in the documented order: its path for a message that
+// fails a check or a session with checksums, and the reference the fuzzer holds its fast path to (the same
+// result, and on kOk the same fields).
+WireError decode_message_ordered(std::span<const std::uint8_t> rx, const Session& s, Message& out) noexcept;
+
 }  // namespace rdmagate::protocol

@@ -1,6 +1,6 @@
 // libFuzzer target: decode_message. Beyond "does not crash", every accepted input must be the
 // canonical encoding of what was decoded, stay within the negotiated limits, and be rejected when
-// truncated by one byte.
+// truncated by one byte; and its fast path must give what the ordered checks give, on every input.
 
 #include <cstring>
 #include <memory>
@@ -71,6 +71,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const WireError err = decode_message({rx.get(), n}, s, m);
   const auto code = static_cast<std::uint8_t>(err);
   RDMAGATE_FUZZ_CHECK(code <= kWireErrorMax && err != WireError::kBufferTooSmall);
+  // The fast path agrees with the checks taken one by one: the same verdict, and the same message.
+  Message ref;
+  RDMAGATE_FUZZ_CHECK(decode_message_ordered({rx.get(), n}, s, ref) == err);
+  if (err == WireError::kOk) {
+    RDMAGATE_FUZZ_CHECK(ref.type == m.type && ref.credits == m.credits && ref.opcode == m.opcode &&
+                        ref.cookie == m.cookie && ref.status == m.status && ref.byte_count == m.byte_count &&
+                        ref.payload.data() == m.payload.data() && ref.payload.size() == m.payload.size() &&
+                        ref.chunk.count == m.chunk.count);
+    for (std::uint16_t i = 0; i < m.chunk.count; ++i)
+      RDMAGATE_FUZZ_CHECK(ref.chunk.fragments[i] == m.chunk.fragments[i]);
+  }
   if (err == WireError::kOk) check_accepted(rx.get(), n, m, s, sel);
   return 0;
 }
