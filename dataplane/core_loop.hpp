@@ -196,8 +196,9 @@ class CoreLoop {
     // Busy time is summed with one extra rdtsc per busy iteration; the policy times its pauses, yields and
     // sleeps itself; idle time is the rest of the running time. The counters reach res.stats about once per
     // publish_every_ cycles, and before every sleep.
-    start_tsc_ = rte_rdtsc();
-    std::uint64_t next_publish = start_tsc_;
+    // A loop run again (host tests run it a few iterations at a time) goes on with the running time it had.
+    start_tsc_ = rte_rdtsc() - ran_tsc_;
+    std::uint64_t next_publish = start_tsc_ + ran_tsc_;
     for (std::uint64_t iter = 0;; ++iter) {
       ++cnt_.polls;
       if (poll_once_st()) [[likely]] {
@@ -227,7 +228,9 @@ class CoreLoop {
         if ((iter & timer_mask_) == 0) timers_st();
       }
     }
-    if (res_.stats != nullptr) publish_st(rte_rdtsc());  // the final totals, for a scrape after the core stopped
+    const std::uint64_t end = rte_rdtsc();
+    ran_tsc_ = end - start_tsc_;
+    if (res_.stats != nullptr) publish_st(end);  // the final totals, for a scrape after the core stopped
     res_.running.store(false, std::memory_order_release);
     return 0;
   }
@@ -521,7 +524,8 @@ class CoreLoop {
   std::uint64_t now_ = 0;
   std::uint64_t tsc_hz_ = 0;
   std::uint64_t publish_every_ = 0;  // TSC cycles between copies of the counters into res.stats (~1 ms)
-  std::uint64_t start_tsc_ = 0;      // run_st's start
+  std::uint64_t start_tsc_ = 0;      // run_st's start, less the running time of earlier runs
+  std::uint64_t ran_tsc_ = 0;        // running time of the runs that ended
   std::uint64_t busy_tsc_ = 0;       // TSC cycles of iterations that found work
   IdleStats idle_{};
   static constexpr std::uint64_t kQuietMs = 50;

@@ -90,6 +90,8 @@ inline void publish_core_counters(const CoreCounters& c, const PollerTimes& t,
   s.set(Stat::kInlinePosts, c.inline_sends);
   s.set(telemetry::doorbell_stat(0), c.doorbells_send);
   s.set(telemetry::doorbell_stat(1), c.doorbells_recv);
+  s.set(Stat::kSendWrs, c.send_wrs);
+  s.set(Stat::kRecvPosts, c.recv_posts);
   s.set(Stat::kYields, c.yields);
   for (std::size_t i = 0; i < kCoreErrorCount; ++i) s.set(telemetry::core_error_stat(i), c.errors[i]);
 

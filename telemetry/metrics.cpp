@@ -77,6 +77,12 @@ constexpr Table build_table() {
   b.rows("rdmagate_transport_doorbells_total", kC, Unit::kNone, kSum,
          "Doorbells rung by the cores: one per QP flush that had sends, one per flush that had receives.",
          "queue", kDoorbellQueueNames);
+  b.row("rdmagate_transport_send_work_requests_total", kC, Unit::kNone, kSum,
+        "Send work requests the cores handed to the device: messages, RDMA READ/WRITE fragments, drain "
+        "markers.");
+  b.row("rdmagate_transport_receive_posts_total", kC, Unit::kNone, kSum,
+        "Receives the cores handed to the device (re-posts; the first receives of a connection are "
+        "control's).");
   b.rows("rdmagate_core_errors_total", kC, Unit::kNone, kSum,
          "Errors counted by the data-plane cores, by kind.", "kind", kCoreErrorNames);
   b.rows("rdmagate_connections", kG, Unit::kNone, kCore,
@@ -155,6 +161,8 @@ static_assert(kTable[static_cast<std::size_t>(Stat::kInlinePosts)].name ==
 static_assert(kTable[static_cast<std::size_t>(poller_state_stat(4))].labels[0].value == "sleep");
 static_assert(kTable[static_cast<std::size_t>(Stat::kSleeping)].name == "rdmagate_poller_sleeping");
 static_assert(kTable[static_cast<std::size_t>(doorbell_stat(1))].labels[0].value == "recv");
+static_assert(kTable[static_cast<std::size_t>(Stat::kRecvPosts)].name ==
+              "rdmagate_transport_receive_posts_total");
 static_assert(kTable[static_cast<std::size_t>(core_error_stat(8))].labels[0].value == "dead_peer");
 static_assert(kTable[static_cast<std::size_t>(Stat::kConnectionsUnplaced)].name ==
               "rdmagate_connections_unplaced");

@@ -91,9 +91,11 @@ enum class Stat : std::uint16_t {
   kCreditStalls,
   kNoops,
   kKeepalives,
-  kInlinePosts,                                                     // sends posted with IBV_SEND_INLINE
-  kDoorbellsFirst,                                                  // + kDoorbellQueueNames index
-  kCoreErrorsFirst = kDoorbellsFirst + kDoorbellQueueNames.size(),  // + kCoreErrorNames index
+  kInlinePosts,                                             // sends posted with IBV_SEND_INLINE
+  kDoorbellsFirst,                                          // + kDoorbellQueueNames index
+  kSendWrs = kDoorbellsFirst + kDoorbellQueueNames.size(),  // send work requests handed to the device
+  kRecvPosts,                                               // receives handed to the device by the cores
+  kCoreErrorsFirst,                                         // + kCoreErrorNames index
   // connections
   kConnectionsFirst = kCoreErrorsFirst + kCoreErrorNames.size(),  // gauge per core, + kConnStateNames index
   kConnectionsUnplaced = kConnectionsFirst + kConnStateNames.size(),  // gauge: never placed on a core yet

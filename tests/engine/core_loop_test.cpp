@@ -18,8 +18,12 @@
 #include "dataplane/core_loop.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -28,12 +32,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "protocol/object_wire.hpp"
 #include "services/object/object_service.hpp"
 #include "services/storage/memory/store.hpp"
+#include "telemetry/stats.hpp"
 #include "tests/engine/device_rigs.hpp"
 #include "tests/services/storage/memory/store_test_util.hpp"
 #include "tests/support/test_services.hpp"
@@ -1536,6 +1542,328 @@ TEST(CoreLoopSimMlx5, CqOwnerBitOverManyLapsAtSmallRings) {
     for (LoopbackConn* c : cs) EXPECT_EQ(core.replies.closed_count(c->handle()), 1u);
     expect_device_clean(rig);
   }
+}
+
+// ---- idle policies (core_idle.hpp) ------------------------------------------------------------------------
+
+TEST(IdlePolicies, BackoffDoublesItsPauseRunUpToTheCapAndStartsOverOnWork) {
+  IdleStats st;
+  BackoffIdle b(8, st);
+  std::vector<std::uint32_t> runs;
+  for (int i = 0; i < 6; ++i) {
+    runs.push_back(b.run());
+    EXPECT_FALSE(b.on_empty_st());
+  }
+  EXPECT_EQ(runs, (std::vector<std::uint32_t>{1, 2, 4, 8, 8, 8}));
+  EXPECT_GT(st.state(PollerState::kBackoff), 0u) << "the pause runs are timed";
+  b.on_work_st();
+  EXPECT_EQ(b.run(), 1u);
+  BackoffIdle pause(1, st);  // idle_policy pause
+  pause.on_empty_st();
+  EXPECT_EQ(pause.run(), 1u);
+  EXPECT_EQ(st.state(PollerState::kYield) + st.state(PollerState::kSleep), 0u);
+}
+
+TEST(IdlePolicies, YieldComesAfterARunOfEmptyPollsAndNeverBefore) {
+  IdleStats st;
+  std::uint64_t yields = 0;
+  YieldIdle y(3, yields, st);
+  y.on_empty_st();
+  y.on_empty_st();
+  EXPECT_EQ(yields, 0u);
+  EXPECT_EQ(st.state(PollerState::kYield), 0u);
+  y.on_empty_st();
+  y.on_empty_st();
+  EXPECT_EQ(yields, 2u) << "every empty poll of the run from the third on";
+  EXPECT_GT(st.state(PollerState::kYield), 0u);
+  y.on_work_st();
+  y.on_empty_st();
+  EXPECT_EQ(yields, 2u) << "work started the run over";
+}
+
+TEST(IdlePolicies, EventAsksToSleepOnlyAfterItsIdleTime) {
+  IdleStats st;
+  EventIdle never(4, ~std::uint64_t{0} >> 1, st);
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(never.on_empty_st());
+  EXPECT_GT(st.state(PollerState::kBackoff), 0u) << "it backs off meanwhile";
+  EventIdle at_once(4, 0, st);
+  EXPECT_FALSE(at_once.on_empty_st()) << "the first empty poll starts the idle time";
+  EXPECT_TRUE(at_once.on_empty_st());
+  at_once.on_work_st();
+  EXPECT_FALSE(at_once.on_empty_st()) << "work started it over";
+  EXPECT_TRUE(at_once.on_empty_st());
+}
+
+// The time-in-state split and the counters the core publishes, for each policy that polls: only the states
+// the policy has are non-zero, they add up to the running time, and an echo still moves every byte.
+class IdlePolicyLoop : public ::testing::TestWithParam<IdlePolicy> {};
+
+TEST_P(IdlePolicyLoop, PublishesTheTimeInEachStateAndTheDoorbells) {
+  FakeRig rig;
+  EchoService svc;
+  CoreConfig cfg = test_core_config();
+  cfg.idle = GetParam();
+  cfg.idle_yield_after = 2;
+  cfg.idle_backoff_max_pauses = 16;
+  Core<FakeRig, EchoService> core(rig, svc, cfg);
+  auto block = std::make_unique<telemetry::CoreStats>();
+  core.res->stats = block.get();
+  LoopbackConn& c = core.open();
+  core.adopt(c);
+  for (int i = 0; i < 20; ++i) core.turn();  // empty polls
+  const std::vector<std::uint8_t> p = pattern(200, 11);
+  const FakePeer::Received r = core.ask(c, inline_request(1, 5, p));
+  EXPECT_EQ(r.payload, p);
+  EXPECT_EQ(r.cookie, 5u);
+
+  using telemetry::Stat;
+  const auto state = [&](PollerState s) {
+    return block->load(telemetry::poller_state_stat(static_cast<std::size_t>(s)));
+  };
+  EXPECT_GT(state(PollerState::kBusy), 0u);
+  EXPECT_EQ(state(PollerState::kBusy), block->load(Stat::kBusyTsc));
+  EXPECT_EQ(state(PollerState::kIdle) + state(PollerState::kBackoff) + state(PollerState::kYield) +
+                state(PollerState::kSleep),
+            block->load(Stat::kIdleTsc));
+  const bool pauses = GetParam() == IdlePolicy::kPause || GetParam() == IdlePolicy::kBackoff;
+  EXPECT_EQ(state(PollerState::kBackoff) > 0, pauses);
+  EXPECT_EQ(state(PollerState::kYield) > 0, GetParam() == IdlePolicy::kYield);
+  EXPECT_EQ(block->load(Stat::kYields) > 0, GetParam() == IdlePolicy::kYield);
+  EXPECT_EQ(block->load(Stat::kYields), core.counters().yields);
+  EXPECT_EQ(state(PollerState::kSleep), 0u);
+  EXPECT_EQ(block->load(Stat::kIdleArms) + block->load(Stat::kSleeps), 0u);
+
+  const CoreCounters& k = core.counters();
+  EXPECT_GE(k.doorbells_send, 1u);
+  EXPECT_EQ(block->load(telemetry::doorbell_stat(0)), k.doorbells_send);
+  EXPECT_EQ(block->load(telemetry::doorbell_stat(1)), k.doorbells_recv);
+  EXPECT_GE(k.send_wrs, 1u);
+  EXPECT_EQ(block->load(Stat::kSendWrs), k.send_wrs);
+  EXPECT_GE(k.recv_posts, 1u);
+  EXPECT_EQ(block->load(Stat::kRecvPosts), k.recv_posts);
+  expect_no_core_errors(k);
+  core.close(c);
+  core.settle();
+  EXPECT_EQ(core.replies.closed_count(c.handle()), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, IdlePolicyLoop,
+                         ::testing::Values(IdlePolicy::kBusy, IdlePolicy::kPause, IdlePolicy::kBackoff,
+                                           IdlePolicy::kYield),
+                         [](const ::testing::TestParamInfo<IdlePolicy>& i) {
+                           switch (i.param) {
+                             case IdlePolicy::kPause:
+                               return std::string("pause");
+                             case IdlePolicy::kBackoff:
+                               return std::string("backoff");
+                             case IdlePolicy::kYield:
+                               return std::string("yield");
+                             default:
+                               return std::string("busy");
+                           }
+                         });
+
+// The verbs completion channel's stand-in: an eventfd the test writes when a completion lands on an armed CQ,
+// which is what the device does (one event per arming).
+class StandInCqEvents final : public CqEvents {
+ public:
+  StandInCqEvents() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~StandInCqEvents() override { close(fd_); }
+  int fd() const noexcept override { return fd_; }
+  bool arm(BackendCq&) noexcept override {
+    armed_.store(true);
+    return true;
+  }
+  unsigned consume() noexcept override {
+    std::uint64_t v = 0;
+    return read(fd_, &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v)) ? static_cast<unsigned>(v) : 0u;
+  }
+  // A completion was pushed: the event, if the CQ is armed. False: it was not.
+  bool fire() {
+    if (!armed_.exchange(false)) return false;
+    const std::uint64_t one = 1;
+    return write(fd_, &one, sizeof(one)) == static_cast<ssize_t>(sizeof(one));
+  }
+
+ private:
+  int fd_;
+  std::atomic<bool> armed_{false};
+};
+
+// A service whose storage ops may pend (as the object service's do): the core must not sleep while it waits.
+struct PendingEchoService : EchoService {
+  std::atomic<bool> pending{true};
+  template <typename Api>
+  bool on_poll_st(Api&) noexcept {
+    return false;
+  }
+  bool idle_st() const noexcept { return !pending.load(); }
+};
+
+// One core running idle_policy event on its own thread, as the engine runs it: a sleeper whose bell control's
+// mailbox rings. The test touches the device only while the core sleeps (the sleeper's flag is set after the
+// core's last access and before epoll_wait), so the fake device is never used by two threads at once.
+template <typename Service>
+struct EventCore {
+  explicit EventCore(FakeRig& rig, Service& svc, std::uint32_t after_us = 200) {
+    auto ev = std::make_unique<StandInCqEvents>();
+    events = ev.get();
+    std::string err;
+    sleeper = CoreSleeper::create(std::move(ev), &err);
+    EXPECT_NE(sleeper, nullptr) << err;
+    CoreConfig cfg = test_core_config();
+    cfg.idle = IdlePolicy::kEvent;
+    cfg.idle_event_after_us = after_us;
+    cfg.sleeper = sleeper.get();
+    core = std::make_unique<Core<FakeRig, Service>>(rig, svc, cfg);
+    core->res->control_mailbox().set_wake(&sleeper->bell());
+    core->res->stats = block.get();
+  }
+  ~EventCore() { stop(); }
+  void start() {
+    core->res->stop.store(false);
+    thread = std::thread([this] { core->loop->run_st(); });
+  }
+  void stop() {
+    if (!thread.joinable()) return;
+    core->res->stop.store(true);
+    sleeper->bell().ring();
+    thread.join();
+  }
+  std::uint64_t stat(telemetry::Stat s) const { return block->load(s); }
+  // Until the core has slept `n` times in all and is asleep now.
+  bool wait_asleep(std::uint64_t n) {
+    for (int i = 0; i < 5000; ++i) {
+      if (stat(telemetry::Stat::kSleeps) >= n && sleeper->asleep()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+  }
+  std::uint64_t wakeups(WakeSource w) const {
+    return stat(telemetry::wakeup_stat(static_cast<std::size_t>(w)));
+  }
+
+  StandInCqEvents* events = nullptr;
+  std::unique_ptr<CoreSleeper> sleeper;
+  std::unique_ptr<telemetry::CoreStats> block = std::make_unique<telemetry::CoreStats>();
+  std::unique_ptr<Core<FakeRig, Service>> core;
+  std::thread thread;
+};
+
+TEST(CoreLoopEvent, SleepsWhenIdleAndWakesForACommandAndForACompletion) {
+  FakeRig rig;
+  FakeDevice& dev = rig.model();
+  EchoService svc;
+  EventCore<EchoService> ec(rig, svc);
+  LoopbackConn& c = ec.core->open();
+  ec.start();
+  ASSERT_TRUE(ec.wait_asleep(1)) << "an idle core with nothing owned sleeps";
+  const std::uint64_t polls = ec.stat(telemetry::Stat::kPolls);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_TRUE(ec.sleeper->asleep());
+  EXPECT_EQ(ec.stat(telemetry::Stat::kPolls), polls) << "asleep, it polls nothing";
+  EXPECT_EQ(ec.stat(telemetry::Stat::kSleeping), 1u);
+  EXPECT_EQ(ec.wakeups(WakeSource::kTimer), 0u) << "no deadline of its own: no timeout";
+
+  // Control's command rings the bell: the core wakes, adopts, and sleeps again.
+  ec.core->res->control_mailbox().send_st(ToCore::adopt(c.handle()));
+  ASSERT_TRUE(ec.wait_asleep(2));
+  EXPECT_EQ(ec.wakeups(WakeSource::kCommand), 1u);
+  EXPECT_EQ(ec.core->loop->owned_st(), 1u);
+
+  // The first request: its completion raises the CQ event; the core answers, then sleeps again.
+  const std::vector<std::uint8_t> p = pattern(300, 21);
+  ASSERT_TRUE(c.peer().send(inline_request(1, 77, p)));
+  dev.run_all();
+  ASSERT_EQ(ec.core->cq().pending(), 1u);
+  ASSERT_TRUE(ec.events->fire()) << "the core armed its CQ before sleeping";
+  ASSERT_TRUE(ec.wait_asleep(3));
+  EXPECT_EQ(ec.wakeups(WakeSource::kCompletion), 1u);
+  EXPECT_EQ(svc.requests, 1u);
+  dev.run_all();
+  c.peer().poll();
+  ASSERT_EQ(c.peer().inbox.size(), 1u);
+  EXPECT_EQ(c.peer().inbox.front().cookie, 77u);
+  EXPECT_EQ(c.peer().inbox.front().payload, p);
+
+  ec.stop();
+  EXPECT_GE(ec.stat(telemetry::Stat::kIdleArms), 3u);
+  EXPECT_EQ(ec.stat(telemetry::Stat::kSleeps), 3u);
+  EXPECT_EQ(ec.stat(telemetry::Stat::kSleeping), 0u);
+  EXPECT_GT(ec.stat(telemetry::poller_state_stat(static_cast<std::size_t>(PollerState::kSleep))), 0u);
+  EXPECT_GT(ec.stat(telemetry::poller_state_stat(static_cast<std::size_t>(PollerState::kBusy))), 0u);
+  expect_no_core_errors(ec.core->counters());
+  ec.core->close(c);
+  ec.core->settle();
+  EXPECT_EQ(ec.core->replies.closed_count(c.handle()), 1u);
+  expect_device_clean(rig);
+}
+
+// A completion already on the CQ when the core arms raises no event: the last look must find it and keep the
+// core awake, or the request would wait for the next one.
+TEST(CoreLoopEvent, ACompletionThatCameBeforeTheArmIsServedWithoutAnEvent) {
+  FakeRig rig;
+  FakeDevice& dev = rig.model();
+  EchoService svc;
+  EventCore<EchoService> ec(rig, svc);
+  LoopbackConn& c = ec.core->open();
+  ec.core->adopt(c);  // on this thread, before the core runs
+  const std::vector<std::uint8_t> p = pattern(64, 3);
+  ASSERT_TRUE(c.peer().send(inline_request(1, 9, p)));
+  dev.run_all();
+  ASSERT_EQ(ec.core->cq().pending(), 1u);
+  ec.start();  // never fired: the core finds the completion by polling
+  ASSERT_TRUE(ec.wait_asleep(1));
+  EXPECT_EQ(svc.requests, 1u);
+  EXPECT_EQ(ec.wakeups(WakeSource::kCompletion), 0u);
+  ec.stop();
+  dev.run_all();
+  c.peer().poll();
+  ASSERT_EQ(c.peer().inbox.size(), 1u);
+  EXPECT_EQ(c.peer().inbox.front().payload, p);
+  ec.core->close(c);
+  ec.core->settle();
+  expect_device_clean(rig);
+}
+
+// Keepalives are the core's own deadline: asleep, it wakes on its timer for them (a quarter of the interval)
+// and sends them; no completion or command is needed.
+TEST(CoreLoopEvent, WakesOnItsOwnDeadlineForKeepalives) {
+  FakeRig rig;
+  EchoService svc;
+  EventCore<EchoService> ec(rig, svc);
+  LoopbackConn& c = ec.core->open();
+  ec.core->adopt(c);
+  ec.start();
+  ASSERT_TRUE(ec.wait_asleep(1));
+  ec.core->res->control_mailbox().send_st(ToCore::config(ConfigKey::kKeepaliveIntervalUs, 8000));
+  for (int i = 0; i < 2000 && ec.stat(telemetry::Stat::kKeepalives) < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(ec.wait_asleep(3));
+  ec.stop();
+  EXPECT_GE(ec.stat(telemetry::Stat::kKeepalives), 2u);
+  EXPECT_GE(ec.wakeups(WakeSource::kTimer), 2u);
+  EXPECT_EQ(ec.wakeups(WakeSource::kCompletion), 0u);
+  ec.core->close(c);
+  ec.core->settle();
+}
+
+// While the service waits for storage ops (whose completions ring nothing) the core arms but never sleeps;
+// once they are done it does.
+TEST(CoreLoopEvent, NoSleepWhileTheServiceWaitsForItsOwnCompletions) {
+  FakeRig rig;
+  PendingEchoService svc;
+  EventCore<PendingEchoService> ec(rig, svc, 50);
+  ec.start();
+  for (int i = 0; i < 5000 && ec.stat(telemetry::Stat::kIdleArms) < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GE(ec.stat(telemetry::Stat::kIdleArms), 3u);
+  EXPECT_EQ(ec.stat(telemetry::Stat::kSleeps), 0u);
+  EXPECT_FALSE(ec.sleeper->asleep());
+  svc.pending.store(false);
+  EXPECT_TRUE(ec.wait_asleep(1));
 }
 
 }  // namespace
