@@ -27,6 +27,7 @@ Connection::Connection(Engine& eng, const LifecycleConfig& cfg, std::uint64_t id
 DispatchResult Connection::dispatch(Event ev, const EventArgs& args) {
   const DispatchResult r = lc_.dispatch(ev, args, *this);
   eng_.note_dispatch_st(r);
+  if (r.from != r.to && eng_.cfg_.on_state_change) eng_.cfg_.on_state_change(id_, r.from, r.to);
   return r;
 }
 

@@ -81,6 +81,9 @@ struct EngineConfig {
   std::function<bool(const sockaddr* peer)> admit;
   // Where log_st's lines go (without a trailing newline; "warning: " prefixes a warning). Null: stderr.
   std::function<void(std::string_view line)> log_sink;
+  // Every applied change of a connection's state, when it happens (control thread, inside poll_st/connect).
+  // rdmagate-bench's connect mode times the setup steps with it. Null: nothing is called.
+  std::function<void(std::uint64_t id, State from, State to)> on_state_change;
 };
 
 // QP and device asynchronous events, as counted (the order of telemetry::kAsyncEventNames).
