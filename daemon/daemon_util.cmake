@@ -1,5 +1,6 @@
 # The daemon's verbs-free pieces: the structured logger (daemon/log.*), the command-line parser
-# (daemon/gateway_cli.*) and the systemd watchdog's decision (daemon/watchdog.*). No EAL, verbs or rdma_cm, so the host unit tests (tests/daemon) build them in
+# (daemon/gateway_cli.*), the systemd watchdog's decision (daemon/watchdog.*) and the thread placement
+# check (daemon/placement.*). No EAL, verbs or rdma_cm, so the host unit tests (tests/daemon) build them in
 # every configuration, including RDMAGATE_UNIT_ONLY where daemon/ itself is left out. Included (once)
 # from daemon/CMakeLists.txt or, when that folder is filtered out, from tests/daemon.
 include_guard(GLOBAL)
@@ -18,7 +19,7 @@ if(GIT_FOUND)
 endif()
 
 add_library(rdmagate_daemon_util STATIC ${CMAKE_CURRENT_LIST_DIR}/log.cpp ${CMAKE_CURRENT_LIST_DIR}/gateway_cli.cpp
-                                       ${CMAKE_CURRENT_LIST_DIR}/watchdog.cpp)
+                                       ${CMAKE_CURRENT_LIST_DIR}/watchdog.cpp ${CMAKE_CURRENT_LIST_DIR}/placement.cpp)
 target_include_directories(rdmagate_daemon_util PUBLIC ${PROJECT_SOURCE_DIR})
 # conf::LogLevel / LogFormat and their names.
 target_link_libraries(rdmagate_daemon_util PUBLIC rdmagate_conf PRIVATE rdmagate_warnings)
