@@ -187,8 +187,9 @@ class CreditMachine {
       // Answers: the peer may hold at most one credit. Requests: the peer may be held at its
       // reserve, and what we owe would lift it above. Lazy credits alone need two, so that NOOPs
       // answering NOOPs die out instead of ping-ponging.
-      if ((owed_ > owed_lazy_ || owed_lazy_ >= 2) &&
-          (room_ <= 1 || (room_ <= reserve_ && room_ + owed_ > reserve_))) {
+      // room <= 1 implies room <= R (R >= 2): the rare test first, so a busy stream pays one compare.
+      if (room_ <= reserve_ && (room_ <= 1 || room_ + owed_ > reserve_) &&
+          (owed_ > owed_lazy_ || owed_lazy_ >= 2)) {
         return NoopReason::kPeerStarved;
       }
     }
