@@ -62,10 +62,26 @@ dataplane::IdlePolicy idle_policy(conf::IdlePolicy p) {
       return dataplane::IdlePolicy::kYield;
     case conf::IdlePolicy::kPause:
       return dataplane::IdlePolicy::kPause;
+    case conf::IdlePolicy::kBackoff:
+      return dataplane::IdlePolicy::kBackoff;
+    case conf::IdlePolicy::kEvent:
+      return dataplane::IdlePolicy::kEvent;
     case conf::IdlePolicy::kBusy:
       break;
   }
   return dataplane::IdlePolicy::kBusy;
+}
+
+dataplane::SrqMode srq_mode(conf::SrqMode m) {
+  switch (m) {
+    case conf::SrqMode::kRequired:
+      return dataplane::SrqMode::kOn;
+    case conf::SrqMode::kDisabled:
+      return dataplane::SrqMode::kOff;
+    case conf::SrqMode::kAuto:
+      break;
+  }
+  return dataplane::SrqMode::kAuto;
 }
 
 dataplane::EalOptions eal_options(const conf::Config& cfg) {
@@ -98,6 +114,10 @@ EngineConfig engine_config(const conf::Config& cfg) {
     cc.poll_burst = cfg.dataplane.poll_burst;
     cc.idle = idle_policy(cfg.dataplane.idle_policy);
     cc.idle_yield_after = cfg.dataplane.idle_yield_after;
+    cc.idle_backoff_max_pauses = cfg.dataplane.idle_backoff_max_pauses;
+    cc.idle_event_after_us = cfg.dataplane.idle_event_after_us;
+    cc.srq = srq_mode(cfg.dataplane.srq);
+    cc.srq_receives = cfg.dataplane.srq_receives;
     cc.check_every = cfg.dataplane.control_check_interval;
     cc.bulk_bytes_per_conn = 0;  // chunks move between the peer's memory and the store arena directly
     cc.keepalive_us = t.keepalive_us;

@@ -83,7 +83,7 @@ TEST(GatewaySettings, DefaultsEngineAndCore) {
   EXPECT_EQ(e.name, "gateway");
   EXPECT_EQ(e.device, "");  // device.name auto: the only device
   EXPECT_TRUE(e.passive);
-  EXPECT_EQ(e.local.params, (protocol::ConnParams{64, 4096, 16, 8 * kMiB}));  // bulk: 2 x max_value_bytes
+  EXPECT_EQ(e.local.params, (protocol::ConnParams{128, 4096, 16, 8 * kMiB}));  // bulk: 2 x max_value_bytes
   EXPECT_EQ(e.local.min_queue_depth, protocol::kMinCreditQueueDepth);
   EXPECT_FALSE(e.local.want_checksum);
   EXPECT_EQ(e.signal_interval, 16);
@@ -98,8 +98,8 @@ TEST(GatewaySettings, DefaultsEngineAndCore) {
   const dataplane::CoreConfig& c = e.cores[0];
   EXPECT_EQ(c.lcore, 1u);
   EXPECT_EQ(c.max_conns, 64u);
-  EXPECT_EQ(c.rx_per_conn, 64u);
-  EXPECT_EQ(c.tx_per_conn, 192u);  // three per credit
+  EXPECT_EQ(c.rx_per_conn, 128u);
+  EXPECT_EQ(c.tx_per_conn, 384u);  // three per credit
   EXPECT_EQ(c.buf_size, 4096u);
   EXPECT_EQ(c.poll_burst, 32u);
   EXPECT_EQ(c.idle, dataplane::IdlePolicy::kBusy);
@@ -125,7 +125,7 @@ TEST(GatewaySettings, DefaultsListenersAndTelemetry) {
 TEST(GatewaySettings, DerivedEalMemoryIsTheStoreRegionPlusEveryCorePoolWithHeadroom) {
   const GatewaySettings s = plan();
   // 64 connections x (64 rx + 192 tx) x 4096 B, plus 4 MiB of rings and tables per core, plus 64 MiB.
-  const std::uint64_t bytes = s.store_region_bytes + core_pool_bytes(64, 64, 192, 4096) + 4 * kMiB;
+  const std::uint64_t bytes = s.store_region_bytes + core_pool_bytes(64, 128, 384, 4096) + 4 * kMiB;
   EXPECT_EQ(s.eal.memory_mb, (bytes + kMiB - 1) / kMiB + 64);
   EXPECT_EQ(s.eal.memory_mb, control::derived_eal_memory_mib(load()));
 
@@ -133,7 +133,7 @@ TEST(GatewaySettings, DerivedEalMemoryIsTheStoreRegionPlusEveryCorePoolWithHeadr
   const GatewaySettings three = plan({"dataplane.cores=[1,2,3]"});
   EXPECT_EQ(three.store_region_bytes, s.store_region_bytes);
   EXPECT_EQ(three.eal.memory_mb,
-            s.eal.memory_mb + 2 * (core_pool_bytes(64, 64, 192, 4096) + 4 * kMiB) / kMiB);
+            s.eal.memory_mb + 2 * (core_pool_bytes(64, 128, 384, 4096) + 4 * kMiB) / kMiB);
 }
 
 TEST(GatewaySettings, ExplicitEalMemoryIsUsedAsIs) {
@@ -218,7 +218,7 @@ TEST(GatewaySettings, MessageSizeIsTheBufferSizeAndTheHandshakeMaximum) {
   EXPECT_EQ(s.engine.local.params.max_message_size, 8192u);
   EXPECT_EQ(s.engine.local.params.max_fragments, 8);
   // Doubling the message size doubles the one core's pool in the derived EAL memory.
-  EXPECT_EQ(s.eal.memory_mb, base.eal.memory_mb + core_pool_bytes(64, 64, 192, 4096) / kMiB);
+  EXPECT_EQ(s.eal.memory_mb, base.eal.memory_mb + core_pool_bytes(64, 128, 384, 4096) / kMiB);
 }
 
 TEST(GatewaySettings, SendInlineBytesPassThrough) {
@@ -247,6 +247,24 @@ TEST(GatewaySettings, IdlePolicy) {
   EXPECT_EQ(y.engine.cores.at(0).idle, dataplane::IdlePolicy::kYield);
   EXPECT_EQ(y.engine.cores.at(0).idle_yield_after, 64u);
   EXPECT_EQ(plan({"dataplane.idle_policy=pause"}).engine.cores.at(0).idle, dataplane::IdlePolicy::kPause);
+  EXPECT_EQ(plan({"dataplane.idle_policy=backoff"}).engine.cores.at(0).idle, dataplane::IdlePolicy::kBackoff);
+  const GatewaySettings e = plan({"dataplane.cores=[1,2]", "dataplane.idle_policy=event",
+                                  "dataplane.idle_event_after_us=250", "dataplane.idle_backoff_max_pauses=8"});
+  for (const dataplane::CoreConfig& c : e.engine.cores) {
+    EXPECT_EQ(c.idle, dataplane::IdlePolicy::kEvent);
+    EXPECT_EQ(c.idle_event_after_us, 250u);
+    EXPECT_EQ(c.idle_backoff_max_pauses, 8u);
+  }
+}
+
+TEST(GatewaySettings, SharedReceiveQueue) {
+  // The shipped default asks for the SRQ where the device has one; the engine decides at setup.
+  EXPECT_EQ(plan().engine.cores.at(0).srq, dataplane::SrqMode::kAuto);
+  EXPECT_EQ(plan().engine.cores.at(0).srq_receives, 0u);
+  EXPECT_EQ(plan({"dataplane.srq=required"}).engine.cores.at(0).srq, dataplane::SrqMode::kOn);
+  EXPECT_EQ(plan({"dataplane.srq=disabled"}).engine.cores.at(0).srq, dataplane::SrqMode::kOff);
+  const GatewaySettings s = plan({"dataplane.cores=[1,2]", "dataplane.srq_receives=4096"});
+  for (const dataplane::CoreConfig& c : s.engine.cores) EXPECT_EQ(c.srq_receives, 4096u);
 }
 
 TEST(GatewaySettings, KeepaliveAndDeadPeerOnEveryCore) {
