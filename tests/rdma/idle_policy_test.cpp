@@ -116,6 +116,22 @@ ThreadUsage thread_usage(pid_t tid) {
   return u;
 }
 
+const char* policy_name(dataplane::IdlePolicy p) {
+  switch (p) {
+    case dataplane::IdlePolicy::kBusy:
+      return "busy";
+    case dataplane::IdlePolicy::kPause:
+      return "pause";
+    case dataplane::IdlePolicy::kBackoff:
+      return "backoff";
+    case dataplane::IdlePolicy::kYield:
+      return "yield";
+    case dataplane::IdlePolicy::kEvent:
+      return "event";
+  }
+  return "?";
+}
+
 class IdlePolicyGuest : public ::testing::TestWithParam<dataplane::IdlePolicy> {};
 
 TEST_P(IdlePolicyGuest, EchoThenIdleThenEchoAgain) {
@@ -174,14 +190,18 @@ TEST_P(IdlePolicyGuest, EchoThenIdleThenEchoAgain) {
                      static_cast<double>(sysconf(_SC_CLK_TCK)) / secs;
   const std::uint64_t vol = after.voluntary - before.voluntary;
   const std::uint64_t invol = after.involuntary - before.involuntary;
+  const auto state_s = [&](dataplane::PollerState st) {
+    return static_cast<double>(block->load(telemetry::poller_state_stat(static_cast<std::size_t>(st)))) /
+           static_cast<double>(rte_get_tsc_hz());
+  };
   std::printf(
       "idle_policy_test: policy %s: echo round trip %.1f us (avg of %llu, window 1); idle core CPU %.1f %%, "
-      "%llu voluntary + %llu involuntary context switches in %.2f s\n",
-      policy == dataplane::IdlePolicy::kBusy      ? "busy"
-      : policy == dataplane::IdlePolicy::kBackoff ? "backoff"
-                                                  : "event",
-      rtt_us, static_cast<unsigned long long>(kEchoes), cpu * 100, static_cast<unsigned long long>(vol),
-      static_cast<unsigned long long>(invol), secs);
+      "%llu voluntary + %llu involuntary context switches in %.2f s; core time so far: busy %.3f idle %.3f "
+      "backoff %.3f sleep %.3f s\n",
+      policy_name(policy), rtt_us, static_cast<unsigned long long>(kEchoes), cpu * 100,
+      static_cast<unsigned long long>(vol), static_cast<unsigned long long>(invol), secs,
+      state_s(dataplane::PollerState::kBusy), state_s(dataplane::PollerState::kIdle),
+      state_s(dataplane::PollerState::kBackoff), state_s(dataplane::PollerState::kSleep));
   if (event) {
     EXPECT_LT(cpu, 0.05) << "a sleeping core uses next to no CPU";
     EXPECT_LT(vol + invol, 20u) << "a sleeping core is not woken without cause";
@@ -223,12 +243,10 @@ TEST_P(IdlePolicyGuest, EchoThenIdleThenEchoAgain) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, IdlePolicyGuest,
-                         ::testing::Values(dataplane::IdlePolicy::kBusy, dataplane::IdlePolicy::kBackoff,
-                                           dataplane::IdlePolicy::kEvent),
+                         ::testing::Values(dataplane::IdlePolicy::kBusy, dataplane::IdlePolicy::kPause,
+                                           dataplane::IdlePolicy::kBackoff, dataplane::IdlePolicy::kEvent),
                          [](const ::testing::TestParamInfo<dataplane::IdlePolicy>& i) {
-                           return std::string(i.param == dataplane::IdlePolicy::kBusy      ? "busy"
-                                              : i.param == dataplane::IdlePolicy::kBackoff ? "backoff"
-                                                                                           : "event");
+                           return std::string(policy_name(i.param));
                          });
 
 }  // namespace
