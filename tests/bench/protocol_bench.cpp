@@ -177,7 +177,7 @@ Message noop() {
 
 struct OneWay {
   explicit OneWay(Message m) : msg(m) {}
-  std::uint64_t step() {
+  [[gnu::always_inline]] std::uint64_t step() {
     const int sent = send(*a, *b, msg, 0, ++now);
     noops += static_cast<std::uint64_t>(noop_if_wanted(*b, *a, noop_msg, 0, now));
     return static_cast<std::uint64_t>(sent);
@@ -192,7 +192,7 @@ struct OneWay {
 
 struct PingPong {
   PingPong(Message req, Message ans) : request(req), answer(ans) {}
-  std::uint64_t step() {
+  [[gnu::always_inline]] std::uint64_t step() {
     const int sent = send(*a, *b, request, 0, ++now);
     return static_cast<std::uint64_t>(sent + send(*b, *a, answer, 0, now));
   }
@@ -207,7 +207,7 @@ struct PingPong {
 // check_encodable and write_message with a credit count, as send_st runs them.
 struct EncodePart {
   explicit EncodePart(Message m) : msg(m) {}
-  std::uint64_t step() {
+  [[gnu::always_inline]] std::uint64_t step() {
     const WireError e = check_encodable(msg, s, buf.size());
     msg.credits = static_cast<std::uint16_t>(++credits & 31);
     const std::size_t n = write_message(msg, s, buf);
@@ -231,7 +231,7 @@ struct DecodePart {
     check(e.ok(), "encode");
     size = e.size;
   }
-  std::uint64_t step() {
+  [[gnu::always_inline]] std::uint64_t step() {
     const WireError d = decode_message({buf.data(), size}, rx, out);
     benchmark::DoNotOptimize(d);
     benchmark::DoNotOptimize(out);
@@ -247,7 +247,7 @@ struct DecodePart {
 // Credit accounting of one message on both sides: send_or_queue, on_receive, on_reposted, plus the
 // receiver's NOOP check and its high-water NOOPs.
 struct CreditsPart {
-  std::uint64_t step() {
+  [[gnu::always_inline]] std::uint64_t step() {
     ++now;
     const SendStep s = a.send_or_queue(CreditClass::kRequest, 0, now);
     benchmark::DoNotOptimize(s);
