@@ -306,6 +306,22 @@ def build():
                      "success, flushed (teardown) and error completions polled by the cores.",
                      [(f"sum by (status) (rate(rdmagate_poller_completions_total{{{CORE}}}[{RI}]))",
                        "{{status}}")]), 12, 8)
+    L.add(timeseries("Core time by state",
+                     "Share of each core's time by state (dataplane.idle_policy decides which occur): busy "
+                     "(iterations with work), idle (empty polls), backoff (pause runs), yield (sched_yield), "
+                     "sleep (asleep in epoll_wait: the CPU is free).",
+                     [(f"sum by ({GW}, core, state) (rate(rdmagate_poller_state_seconds_total{{{CORE}}}[{RI}]))",
+                       "{{node}} {{pod}} {{instance}} core {{core}} {{state}}")], unit="percentunit", stack=True),
+          12, 8)
+    L.add(timeseries("Sleeps, wakeups and yields/s",
+                     "idle_policy event: sleeps, and wakeups by source (completion, command from the control "
+                     "thread, the core's own deadline). idle_policy yield: sched_yield calls.",
+                     [(f"sum by ({GW}, core) (rate(rdmagate_poller_sleeps_total{{{CORE}}}[{RI}]))",
+                       "{{node}} {{pod}} {{instance}} core {{core}} sleeps"),
+                      (f"sum by ({GW}, core, source) (rate(rdmagate_poller_wakeups_total{{{CORE}}}[{RI}]))",
+                       "{{node}} {{pod}} {{instance}} core {{core}} woken by {{source}}"),
+                      (f"sum by ({GW}, core) (rate(rdmagate_poller_yields_total{{{CORE}}}[{RI}]))",
+                       "{{node}} {{pod}} {{instance}} core {{core}} yields")]), 12, 8)
     L.add(timeseries("Core errors/s by kind",
                      "Errors counted by the data-plane cores. wire and credit are peer violations; post_send, "
                      "post_recv, tx_exhausted, encode and unexpected point at the engine or its sizing; "
