@@ -359,8 +359,6 @@ bool ClientImpl::start(std::string* error) {
   ec.name = "client";
   ec.device = c.device;
   ec.passive = false;
-  // Every mode's control thread sleeps until rdma_cm, a core's reply or a timer needs it.
-  ec.sleep_when_idle = true;
   if (owner_driven_) {
     ec.driver = control::CoreDriver::kOwner;
     // The core sleeps on its CQ's completion channel: the verbs backend's CQs can be armed (mlx5 direct

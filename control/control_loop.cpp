@@ -19,6 +19,7 @@
 
 #include "control/engine.hpp"
 #include "dataplane/backend/backend_factory.hpp"
+#include "dataplane/core_sleep_verbs.hpp"
 #include "protocol/incarnation.hpp"
 
 namespace rdmagate::control {
@@ -30,6 +31,24 @@ constexpr std::uint64_t kTagAsync = 2;
 constexpr std::uint64_t kTagTimer = 3;
 constexpr std::uint64_t kTagAsyncInbox = 4;
 constexpr std::uint64_t kTagReplyBell = 5;
+constexpr std::uint64_t kTagWatchedBase = 16;  // watch_fd_st's fds: kTagWatchedBase + their index
+
+// A command ring that is full has no fd to wait on: the backlog is retried this long after the turn that
+// left it (a core drains its ring within microseconds unless it is stalled).
+constexpr Duration kBacklogRetry = std::chrono::milliseconds(1);
+
+// The timerfd is set in absolute CLOCK_MONOTONIC time, which is steady_clock's clock, so arming it needs no
+// clock read of its own.
+static_assert(std::chrono::steady_clock::is_steady);
+itimerspec absolute(TimePoint t) {
+  const std::int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  itimerspec its{};
+  its.it_value.tv_sec = ns / 1'000'000'000;
+  its.it_value.tv_nsec = ns % 1'000'000'000;
+  // it_value zero would disarm; the monotonic clock is past its epoch once the machine has booted.
+  if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
+  return its;
+}
 
 bool set_nonblock(int fd) {
   const int fl = fcntl(fd, F_GETFL);
@@ -171,12 +190,34 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, std::string* err
     cc.access = cfg.passive ? IBV_ACCESS_LOCAL_WRITE
                             : (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
     if (cc.socket < 0 && e->device_->numa_node() >= 0) cc.socket = e->device_->numa_node();
+    // idle_policy event on an EAL core: it sleeps on its CQ's completion channel and on control's doorbell.
+    std::unique_ptr<dataplane::CoreSleeper> sleeper;
+    const char* what = "";
+    if (!owner_driven && cc.idle == dataplane::IdlePolicy::kEvent) {
+      what = "dataplane.idle_policy event: ";
+      sleeper = dataplane::make_verbs_sleeper(e->device_->context(), error);
+      if (!sleeper) {
+        *error = cfg.name + ": core " + std::to_string(i) + ": " + what + *error;
+        return nullptr;
+      }
+      cc.cq_channel = sleeper->channel();
+      cc.sleeper = sleeper.get();
+    }
     auto core = dataplane::CoreResources::create(static_cast<unsigned>(i), cc, *e->backend_, error);
     if (!core) {
-      *error = cfg.name + ": core " + std::to_string(i) + ": " + *error;
+      *error = cfg.name + ": core " + std::to_string(i) + ": " + what + *error;
       return nullptr;
     }
+    if (sleeper) core->control_mailbox().set_wake(&sleeper->bell());
     e->cores_.push_back(std::move(core));
+    e->sleepers_.push_back(std::move(sleeper));
+    const dataplane::CoreResources& made = *e->cores_.back();
+    if (!made.srq_note().empty()) {
+      e->log_st("%s", made.srq_note().c_str());
+    } else if (made.srq() != nullptr) {
+      e->log_st("core %zu: shared receive queue of %u receives (%u connections x %u credits)", i,
+                made.pool_size(), made.config().max_conns, made.config().rx_per_conn);
+    }
   }
   // Placement: memory follows the device's NUMA node (above); warn when a configured core is remote.
   std::vector<unsigned> lcores;
@@ -210,17 +251,30 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, std::string* err
   rc |= epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->timerfd_, &ev);
   ev.data.u64 = kTagAsyncInbox;
   rc |= epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->async_inbox_->fd(), &ev);
-  if (cfg.sleep_when_idle) {
-    e->reply_bell_ = std::make_unique<dataplane::Doorbell>();
-    ev.data.u64 = kTagReplyBell;
-    rc |= e->reply_bell_->valid() ? epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->reply_bell_->fd(), &ev) : -1;
-    for (auto& core : e->cores_) core->core_mailbox().set_wake(e->reply_bell_.get());
-  }
+  // The cores ring this after a reply only while the control thread sleeps (Doorbell's armed flag), so a
+  // busy control thread costs them no syscall and an idle one is not woken to look at empty rings.
+  e->reply_bell_ = std::make_unique<dataplane::Doorbell>();
+  ev.data.u64 = kTagReplyBell;
+  rc |= e->reply_bell_->valid() ? epoll_ctl(e->epfd_, EPOLL_CTL_ADD, e->reply_bell_->fd(), &ev) : -1;
+  for (auto& core : e->cores_) core->core_mailbox().set_wake(e->reply_bell_.get());
   if (rc != 0) {
     *error = std::string("epoll_ctl / eventfd: ") + std::strerror(errno);
     return nullptr;
   }
+  e->now_ = std::chrono::steady_clock::now();
   return e;
+}
+
+bool Engine::watch_fd_st(int fd, std::function<void()> on_readable, std::string* error) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kTagWatchedBase + watched_.size();
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    *error = cfg_.name + ": epoll_ctl(fd " + std::to_string(fd) + "): " + std::strerror(errno);
+    return false;
+  }
+  watched_.push_back(std::move(on_readable));
+  return true;
 }
 
 ibv_mr* Engine::register_memory(void* addr, std::size_t len, int access, std::string* error) {
@@ -239,7 +293,7 @@ ibv_mr* Engine::register_memory(void* addr, std::size_t len, int access, std::st
 
 Engine::~Engine() {
   // Cores first (they may still poll the CQs), then connections, listeners, cores' resources, PD.
-  for (auto& c : cores_) c->stop.store(true, std::memory_order_release);
+  signal_stop_st();
   for (unsigned l : launched_lcores_) rte_eal_wait_lcore(l);
   for (auto& [id, c] : conns_) {
     if (c->qp_ != nullptr) c->destroy_qp();
@@ -248,6 +302,7 @@ Engine::~Engine() {
   conns_.clear();
   for (rdma_cm_id* l : listeners_) rdma_destroy_id(l);
   cores_.clear();
+  sleepers_.clear();  // after the CQs: a completion channel with a CQ attached cannot be destroyed
   backend_.reset();
   for (ibv_mr* mr : mrs_) {
     if (ibv_dereg_mr(mr) != 0) std::fprintf(stderr, "rdmagate: ibv_dereg_mr: %m\n");
@@ -348,26 +403,26 @@ std::uint64_t Engine::connect(const std::string& addr, std::uint16_t port, std::
 // ---- the loop ----------------------------------------------------------------------------------------
 
 void Engine::poll_st(int timeout_ms) {
-  if (reply_bell_) {
-    // Arm the bell, then look at the rings once more: a reply put there before the arm rang nothing.
-    reply_bell_->arm();
-    if (wake_pending_.exchange(false, std::memory_order_acq_rel)) timeout_ms = 0;
-    for (auto& core : cores_) {
-      const dataplane::ControlMailbox& mb = core->control_mailbox();
-      if (mb.has_replies_st()) timeout_ms = 0;
-      // A full command ring has no fd: retry the backlog on a short timer, as without the bell.
-      if (mb.has_backlog_st()) timeout_ms = timeout_ms < 0 ? 1 : std::min(timeout_ms, 1);
-    }
-  } else if (!conns_.empty()) {
-    // Core replies arrive on rings, not fds: wake at least every millisecond while connections exist.
-    timeout_ms = timeout_ms < 0 ? 1 : std::min(timeout_ms, 1);
+  // Arm the bell, then look at the rings once more: a reply put there before the arm rang nothing.
+  reply_bell_->arm();
+  if (wake_pending_.exchange(false, std::memory_order_acq_rel)) timeout_ms = 0;
+  bool backlog = false;
+  for (auto& core : cores_) {
+    const dataplane::ControlMailbox& mb = core->control_mailbox();
+    if (mb.has_replies_st()) timeout_ms = 0;
+    backlog = backlog || mb.has_backlog_st();
   }
-  arm_timerfd_st();
+  arm_timerfd_st(backlog);
   epoll_event evs[8];
   const int n = epoll_wait(epfd_, evs, 8, timeout_ms);
   if (n < 0 && errno != EINTR) log_st("epoll_wait: %m");
-  if (reply_bell_) reply_bell_->disarm();  // the rings are drained below, whatever woke us
+  reply_bell_->disarm();                    // the rings are drained below, whatever woke us
+  now_ = std::chrono::steady_clock::now();  // the one clock read of this turn
   for (int i = 0; i < n; ++i) {
+    if (evs[i].data.u64 >= kTagWatchedBase) {
+      watched_[evs[i].data.u64 - kTagWatchedBase]();
+      continue;
+    }
     switch (evs[i].data.u64) {
       case kTagChannel:
         handle_cm_events_st();
@@ -384,6 +439,7 @@ void Engine::poll_st(int timeout_ms) {
       case kTagTimer: {
         std::uint64_t ticks = 0;
         if (read(timerfd_, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN) log_st("read timerfd: %m");
+        timer_armed_.reset();  // expired: a deadline still due (the owner's, not yet moved) is armed again
         break;
       }
       default:
@@ -396,29 +452,32 @@ void Engine::poll_st(int timeout_ms) {
 }
 
 bool Engine::poll_until_st(const std::function<bool()>& pred, Duration timeout) {
+  constexpr auto kLookAgain = std::chrono::milliseconds(5);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    poll_st(5);
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now_);
+    if (left.count() <= 0) return false;
+    poll_st(static_cast<int>(std::min(left, std::chrono::milliseconds(kLookAgain)).count()));
   }
   return true;
 }
 
-void Engine::arm_timerfd_st() {
-  std::optional<TimePoint> next;
+void Engine::arm_timerfd_st(bool backlog) {
+  std::optional<TimePoint> next = owner_deadline_;
+  if (backlog) next = std::min(next.value_or(TimePoint::max()), now_ + kBacklogRetry);
   for (auto& [id, c] : conns_) {
     for (const auto& d : {c->handshake_deadline_, c->reconnect_deadline_, c->close_kick_deadline_}) {
       if (d && (!next || *d < *next)) next = d;
     }
   }
-  itimerspec its{};
-  if (next) {
-    const auto left = std::max<std::int64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(*next - std::chrono::steady_clock::now()).count(), 1);
-    its.it_value.tv_sec = left / 1'000'000'000;
-    its.it_value.tv_nsec = left % 1'000'000'000;
+  // Most turns leave the earliest deadline where it was: no syscall for them.
+  if (next == timer_armed_) return;
+  const itimerspec its = next ? absolute(*next) : itimerspec{};
+  if (timerfd_settime(timerfd_, TFD_TIMER_ABSTIME, &its, nullptr) != 0) {
+    log_st("timerfd_settime: %m");
+    return;
   }
-  timerfd_settime(timerfd_, 0, &its, nullptr);
+  timer_armed_ = next;
 }
 
 void Engine::handle_cm_events_st() {
@@ -685,7 +744,7 @@ void Engine::drain_cores_st() {
 }
 
 void Engine::fire_timers_st() {
-  const auto now = std::chrono::steady_clock::now();
+  const TimePoint now = now_;
   for (Connection* c : connections()) {
     if (c->handshake_deadline_ && *c->handshake_deadline_ <= now) {
       c->handshake_deadline_.reset();
@@ -758,8 +817,16 @@ void Engine::begin_shutdown_st() {
   for (Connection* c : connections()) c->dispatch(Event::kShutdown);
 }
 
+void Engine::signal_stop_st() {
+  for (std::size_t i = 0; i < cores_.size(); ++i) {
+    cores_[i]->stop.store(true, std::memory_order_release);
+    // A sleeping core (idle_policy event) sees `stop` once woken; it checks it after arming its bell.
+    if (sleepers_[i]) sleepers_[i]->bell().ring();
+  }
+}
+
 void Engine::stop_cores_st() {
-  for (auto& c : cores_) c->stop.store(true, std::memory_order_release);
+  signal_stop_st();
   for (unsigned l : launched_lcores_) rte_eal_wait_lcore(l);
   launched_lcores_.clear();
 }

@@ -37,6 +37,7 @@
 #include "dataplane/core_resources.hpp"
 #include "dataplane/backend/backend.hpp"
 #include "dataplane/core_runner.hpp"
+#include "dataplane/core_sleep.hpp"
 #include "dataplane/doorbell.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/handshake.hpp"
@@ -60,10 +61,6 @@ struct EngineConfig {
   bool passive = true;          // passive: our memory is registered IBV_ACCESS_LOCAL_WRITE only
   std::vector<dataplane::CoreConfig> cores;
   CoreDriver driver = CoreDriver::kEalLcores;
-  // poll_st sleeps until an fd, a core's reply or a timer is due (the cores ring a Doorbell after each reply;
-  // wake() rings it from any thread). false: while connections exist it wakes every millisecond to look at
-  // the cores' reply rings (the gateway, whose loop has periodic work of its own between polls).
-  bool sleep_when_idle = false;
   protocol::LocalEndpoint local{};   // incarnation 0: process_incarnation()
   std::uint16_t signal_interval = 8;
   BackoffPolicy backoff{};
@@ -250,10 +247,9 @@ class Engine {
   CoreRunner& runner(std::size_t i) noexcept { return *runners_[i]; }
   // CoreDriver::kOwner: the completion channel every core's CQ reports to once armed (non-blocking fd).
   ibv_comp_channel* cq_channel() const noexcept { return cq_channel_; }
-  // sleep_when_idle: makes the control thread's current or next poll_st return soon. Any thread. The flag
-  // covers a wake() that comes before poll_st arms the bell (the owner's loop checks its own flags first).
+  // Makes the control thread's current or next poll_st return soon. Any thread. The flag covers a wake()
+  // that comes before poll_st arms the bell (the owner's loop checks its own flags first).
   void wake() noexcept {
-    if (!reply_bell_) return;
     wake_pending_.store(true, std::memory_order_release);
     reply_bell_->ring();
   }
@@ -268,11 +264,24 @@ class Engine {
   std::uint64_t connect(const std::string& addr, std::uint16_t port, std::string* error, bool reconnect = true,
                         int core = -1);
 
-  // One turn of the control loop: waits up to timeout_ms for the fds, then handles cm events, async
-  // events, core replies and due timers.
+  // One turn of the control loop: sleeps up to timeout_ms (-1: until something happens) for the fds, a
+  // core's reply (the cores ring the reply doorbell only while this thread sleeps), wake() or the timerfd,
+  // then handles cm events, async events, core replies and due timers. Nothing wakes it periodically: every
+  // deadline (handshake, reconnect backoff, close kick, command-ring backlog retry, the owner's
+  // set_deadline_st) is one timerfd, armed at the earliest. The clock is read once per turn (now_st).
   void poll_st(int timeout_ms);
-  // Runs poll_st until `pred()` or the deadline; true if pred() held.
+  // Runs poll_st until `pred()` or the deadline; true if pred() held. pred may watch what no fd reports (a
+  // core's quiesced flag), so while it is false the loop looks again at least every 5 ms: for shutdown and
+  // tests, never for an idle loop.
   bool poll_until_st(const std::function<bool()>& pred, Duration timeout);
+  // The owner's own next deadline (the gateway's stats publication, port check, watchdog ping): poll_st
+  // returns by then, so the owner can sleep with poll_st(-1). nullopt: none. Control thread.
+  void set_deadline_st(std::optional<TimePoint> when) noexcept { owner_deadline_ = when; }
+  // An fd of the owner's (the gateway's signalfd) in the loop's epoll: poll_st calls on_readable when it is
+  // readable (level-triggered: on_readable must consume what made it so). Control thread, setup time.
+  bool watch_fd_st(int fd, std::function<void()> on_readable, std::string* error);
+  // The monotonic clock as poll_st read it once after its last sleep (create's time before the first turn).
+  TimePoint now_st() const noexcept { return now_; }
 
   // A SIGHUP reload of the timeouts: handshake limit and reconnect backoff (for handshakes and reconnects
   // that start from now on), and every core's keepalive / dead-peer times, which established connections
@@ -331,7 +340,9 @@ class Engine {
   void fire_timers_st();
   void reap_st();
   void on_connect_request_st(rdma_cm_id* child, const std::vector<std::uint8_t>& pd);
-  void arm_timerfd_st();
+  void arm_timerfd_st(bool backlog);
+  // Sets every core's stop flag and wakes the sleeping ones.
+  void signal_stop_st();
   Connection* by_handle(dataplane::ConnHandle h) noexcept;
   void log_st(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
   // An accepted or closed connection, at info: rate-limited on its own budget, so that a connection storm
@@ -350,14 +361,21 @@ class Engine {
   std::unique_ptr<dataplane::DeviceBackend> backend_;
   std::vector<ibv_mr*> mrs_;  // register_memory's, deregistered before the PD
   std::vector<std::unique_ptr<dataplane::CoreResources>> cores_;
+  // By core: what an idle_policy event core sleeps on (null for the others); destroyed after cores_.
+  std::vector<std::unique_ptr<dataplane::CoreSleeper>> sleepers_;
   std::vector<std::unique_ptr<CoreRunner>> runners_;
   std::vector<unsigned> launched_lcores_;
   rdma_event_channel* channel_ = nullptr;
   ibv_comp_channel* cq_channel_ = nullptr;            // CoreDriver::kOwner
-  std::unique_ptr<dataplane::Doorbell> reply_bell_;  // sleep_when_idle
+  std::unique_ptr<dataplane::Doorbell> reply_bell_;  // rung by the cores' replies and wake() while we sleep
   std::atomic<bool> wake_pending_{false};            // wake() since the last poll_st
   int epfd_ = -1;
   int timerfd_ = -1;
+  // What timerfd_ is set to (skips re-arming the same deadline), set_deadline_st's, now_st's.
+  std::optional<TimePoint> timer_armed_;
+  std::optional<TimePoint> owner_deadline_;
+  TimePoint now_{};
+  std::vector<std::function<void()>> watched_;  // watch_fd_st's callbacks, by epoll tag - kTagWatchedBase
   std::unique_ptr<AsyncInbox> async_inbox_;  // this engine's share of the device's async events
   std::vector<rdma_cm_id*> listeners_;
   std::unordered_map<std::uint64_t, std::unique_ptr<Connection>> conns_;

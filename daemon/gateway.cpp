@@ -24,6 +24,7 @@
 #include "daemon/gateway_cli.hpp"
 #include "daemon/gateway_settings.hpp"
 #include "daemon/log.hpp"
+#include "daemon/placement.hpp"
 #include "dataplane/backend/backend_factory.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/huge_buffer.hpp"
@@ -42,6 +43,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The control thread's only periodic work: the control block for scrapes (and the RADOS health behind
+// /readyz) every kPublishEvery, and the port state at the first publication kPortCheckEvery after the last
+// check, so that both share one wakeup (the port's changes also arrive as async events).
 constexpr auto kPublishEvery = std::chrono::milliseconds(100);
 constexpr auto kPortCheckEvery = std::chrono::milliseconds(500);
 constexpr auto kCoreStartTimeout = std::chrono::seconds(10);
@@ -276,6 +280,16 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
   s.engine.log_sink = engine_log_sink;
   g->engine_ = Engine::create(s.engine, error);
   if (!g->engine_) return nullptr;
+  // Signals wake the control loop through the engine's epoll. The signalfd is read where it is reported, so
+  // that a signal during the drain (whose poll_st turns come from stop) is consumed and cannot keep epoll
+  // ready; run() acts on what was read.
+  const auto read_signals = [self] {
+    signalfd_siginfo si{};
+    while (read(self->opts_.signal_fd, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
+      self->pending_signals_.push_back(static_cast<int>(si.ssi_signo));
+    }
+  };
+  if (!g->engine_->watch_fd_st(g->opts_.signal_fd, read_signals, error)) return nullptr;
   for (std::size_t i = 0; i < g->engine_->core_count(); ++i) {
     g->state_->add_registered_bytes(g->engine_->core(i).registered_bytes());
   }
@@ -341,6 +355,7 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
+  if (!g->check_placement(error)) return nullptr;
   lg().info("cores running", {{"cores", cfg.dataplane.cores.str()},
                               {"idle_policy", conf::toString(cfg.dataplane.idle_policy)},
                               {"queue_depth", cfg.dataplane.queue_depth},
@@ -354,6 +369,37 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     lg().info("listening", {{"addr", l.address}, {"port", port}});
   }
   return g;
+}
+
+// Once every thread exists (EAL's, civetweb's, the RADOS worker's, the cores'), before the listeners: a
+// thread that may run on a polling core's CPU would preempt it, so the daemon refuses to serve.
+bool Gateway::check_placement(std::string* error) const {
+  const auto cpus_of = [](unsigned lcore) {
+    const rte_cpuset_t set = rte_lcore_cpuset(lcore);
+    std::vector<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+    return cpus;
+  };
+  std::vector<PollerCpus> pollers;
+  for (std::size_t i = 0; i < engine_->core_count(); ++i) {
+    const unsigned lcore = engine_->core(i).config().lcore;
+    pollers.push_back({lcore, cpus_of(lcore)});
+  }
+  const unsigned main_lcore = rte_get_main_lcore();
+  const std::vector<int> main_cpus = cpus_of(main_lcore);
+  const std::vector<ThreadCpus> threads = process_threads();
+  const std::vector<std::string> conflicts = placement_conflicts(main_lcore, main_cpus, pollers, threads);
+  for (const std::string& c : conflicts) lg().error("thread placement conflict", {{"conflict", c}});
+  if (!conflicts.empty()) {
+    *error = std::to_string(conflicts.size()) +
+             " thread placement conflict(s) with the data-plane cores; first: " + conflicts.front();
+    return false;
+  }
+  const std::string main_list = cpu_list_string(main_cpus);
+  lg().info("thread placement", {{"main_lcore", main_lcore}, {"main_cpus", main_list}, {"threads", threads.size()}});
+  return true;
 }
 
 bool Gateway::admit(const void* peer_sockaddr) const {
@@ -505,9 +551,12 @@ int Gateway::stop(int signo) {
 
 int Gateway::run() {
   publish_stats();
-  notify("READY=1\nSTATUS=listening on port " + std::to_string(loaded_.config.listen.port));
-  // After READY=1, so that a probe that sees ready never precedes systemd's notion of it.
+  // The listeners are up: /readyz says so just before READY=1 goes out. The other order left a window in
+  // which a client that had received READY=1 was told 503 "listeners not up" (seen in the guest, where the
+  // notified process preempted this thread between the two); a probe that sees ready a few microseconds
+  // before systemd does is harmless.
   health_->set_listeners_up(true);
+  notify("READY=1\nSTATUS=listening on port " + std::to_string(loaded_.config.listen.port));
   // WATCHDOG_USEC is set by systemd for WatchdogSec=; the first check comes at once, as systemd starts
   // counting at READY=1.
   if (sd_watchdog_enabled(0, &watchdog_usec_) <= 0) watchdog_usec_ = 0;
@@ -515,28 +564,34 @@ int Gateway::run() {
   lg().info("ready", {{"version", version_string()},
                       {"pid", static_cast<long>(getpid())},
                       {"watchdog_usec", watchdog_usec_}});
-  auto next_publish = Clock::now() + kPublishEvery;
-  auto next_port_check = Clock::now() + kPortCheckEvery;
-  auto next_watchdog = Clock::now();
+  // The loop sleeps in poll_st until an fd (rdma_cm, async events, the signalfd), a core's reply or the
+  // earliest deadline: nothing wakes it on a tick.
+  const Clock::time_point start = engine_->now_st();
+  auto next_publish = start + kPublishEvery;
+  auto next_port_check = start + kPortCheckEvery;
+  std::optional<Clock::time_point> next_watchdog;
+  if (watchdog_usec_ != 0) next_watchdog = start;
   for (;;) {
-    engine_->poll_st(5);
-    signalfd_siginfo si{};
-    while (read(opts_.signal_fd, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
-      const int signo = static_cast<int>(si.ssi_signo);
+    engine_->set_deadline_st(next_watchdog ? std::min(next_publish, *next_watchdog) : next_publish);
+    engine_->poll_st(-1);
+    const auto now = engine_->now_st();
+    // By index: stop's drain turns may still append to it.
+    for (std::size_t i = 0; i < pending_signals_.size(); ++i) {
+      const int signo = pending_signals_[i];
       if (signo == SIGTERM || signo == SIGINT) return stop(signo);
       if (signo == SIGHUP) reload();
     }
-    const auto now = Clock::now();
+    pending_signals_.clear();
     if (now >= next_publish) {
       publish_stats();
       check_store();
       next_publish = now + kPublishEvery;
+      if (now >= next_port_check) {
+        check_port();
+        next_port_check = now + kPortCheckEvery;
+      }
     }
-    if (now >= next_port_check) {
-      check_port();
-      next_port_check = now + kPortCheckEvery;
-    }
-    if (watchdog_usec_ != 0 && now >= next_watchdog) {
+    if (next_watchdog && now >= *next_watchdog) {
       check_watchdog(now);
       next_watchdog = now + watchdog_every;
     }

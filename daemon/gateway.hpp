@@ -10,14 +10,17 @@
 //   2. EAL (eal.*: lcores, main lcore, hugepages with the --no-huge fallback in auto, memory, prefix);
 //   3. the store on one HugeBuffer of store.capacity_mib plus its metadata;
 //   4. the engine (one core per dataplane.cores entry), the store arena registered IBV_ACCESS_LOCAL_WRITE;
-//   5. telemetry (/metrics, /healthz, /readyz), then the cores launch, then the listeners;
+//   5. telemetry (/metrics, /healthz, /readyz), then the cores launch, then the thread placement check
+//      (daemon/placement.hpp: no other thread may run on a polling core's CPU), then the listeners;
 //   6. READY=1 to systemd once the listeners are up and every core runs; then, when the unit sets
 //      WatchdogSec=, WATCHDOG=1 at half that interval for as long as every core makes progress
 //      (daemon/watchdog.hpp).
 //
 // Threads: everything here runs on the main lcore (the control thread), except the data-plane cores and
-// civetweb's HTTP threads. SIGTERM, SIGINT and SIGHUP are blocked in every thread (block_daemon_signals,
-// called before EAL creates its threads) and read from a signalfd by run().
+// civetweb's HTTP threads (pinned to the main lcore's CPUs, as are the RADOS worker and librados' threads).
+// SIGTERM, SIGINT and SIGHUP are blocked in every thread (block_daemon_signals, called before EAL creates its
+// threads) and read from a signalfd, which the engine's epoll watches, so run() sleeps until a signal, an
+// engine event or its next deadline (stats publication, watchdog ping): nothing wakes it on a tick.
 
 #include <chrono>
 #include <cstdint>
@@ -79,6 +82,7 @@ class Gateway {
  private:
   Gateway();
   bool admit(const void* peer_sockaddr) const;
+  bool check_placement(std::string* error) const;
   void apply_live(const conf::Config& next);
   void reload();
   void publish_stats();
@@ -96,6 +100,7 @@ class Gateway {
   std::uint64_t watchdog_usec_ = 0;
   std::vector<CoreSeen> watchdog_seen_;
   bool watchdog_withheld_ = false;
+  std::vector<int> pending_signals_;  // read from the signalfd inside the engine's poll_st, handled by run()
 
   // Declaration order is teardown order reversed: the HTTP server goes first (it reads the stats blocks),
   // the engine before the services, store and region it uses, EAL last.

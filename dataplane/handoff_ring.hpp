@@ -14,7 +14,10 @@
 // - Commands are 16-byte values copied into ring slots (rte_ring "elem" API), see handoff_commands.hpp.
 // - Full rings: the core never blocks and never drops. A reply that does not fit waits in a fixed-size
 //   pending FIFO and goes first at the next check. Control never spins either: what does not fit waits in its
-//   backlog and is retried on the control loop's next tick.
+//   backlog, retried by the engine's timerfd 1 ms later (a full ring has no fd to wait on).
+// - Wakeups: each side may sleep. The core rings the control thread's Doorbell after a reply and control rings
+//   a sleeping core's after a command, and either ring costs a syscall only while the other side is armed
+//   (asleep), so a busy side never pays for the other one.
 //
 // Every method ending in _st must run on the thread that owns that end of the ring (docs/design.md "Naming").
 
@@ -382,8 +385,8 @@ class CoreMailbox {
   std::uint32_t pending_st() const noexcept { return pending_size(); }
   // Commands on the ring not yet dispatched (a core about to sleep must not).
   std::uint32_t commands_waiting_st() const noexcept { return in_.count(); }
-  // Rung after every reply put on the ring: control sleeps until then (Doorbell). Null: control polls the
-  // ring on a timer. Set once, before the core runs.
+  // Rung after every reply put on the ring: control sleeps until then (Doorbell; a write only while control
+  // is armed). Null: nobody sleeps on it (host tests). Set once, before the core runs.
   void set_wake(Doorbell* bell) noexcept { wake_ = bell; }
   const CoreMailboxCounters& counters() const noexcept { return counters_; }
 
@@ -432,7 +435,7 @@ struct ControlMailboxCounters {
 
 // The control thread's end of one core's handoff. Control may allocate, so its backlog is unbounded; it is in
 // practice bounded by 2 commands per connection (ADOPT, CLOSE) plus CONFIGs. Control never waits for room:
-// the engine calls flush_st()/drain_st() every control-loop tick, and keeps a short timer armed while
+// the engine calls flush_st()/drain_st() on every wakeup, and arms its timerfd 1 ms ahead while
 // has_backlog_st() is true so a stalled core's backlog is retried without busy-waiting.
 class ControlMailbox {
  public:
