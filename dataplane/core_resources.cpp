@@ -76,7 +76,7 @@ bool CoreResources::setup_srq(DeviceBackend& backend, std::string* error) {
   srq_ = backend.create_srq(pool, &why);
   if (srq_ == nullptr) {
     if (cfg_.srq == SrqMode::kOn) {
-      *error = core + ": dataplane.srq on: " + why;
+      *error = core + ": dataplane.srq required: " + why;
       return false;
     }
     srq_note_ = core + ": no shared receive queue (" + why + "): a receive queue per connection";

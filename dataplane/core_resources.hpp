@@ -47,7 +47,7 @@ enum class IdlePolicy : std::uint8_t {
 
 class CoreSleeper;
 
-// Where a core's receive buffers are posted (dataplane.srq).
+// Where a core's receive buffers are posted (dataplane.srq: disabled, required, auto).
 enum class SrqMode : std::uint8_t {
   kOff = 0,   // a receive queue and rx_per_conn buffers per connection
   kOn = 1,    // one shared receive queue per core; a device or backend without one is an error at setup
