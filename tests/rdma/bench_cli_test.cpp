@@ -98,9 +98,13 @@ void expect_common_fields(const json& j) {
   }
   EXPECT_EQ(s.at("server"), rxe_addr());
   EXPECT_EQ(s.at("port"), g_rdma_port);
-  // The default placement never puts the bench's core on the gateway's default core (CPU 1).
+  // The default placement never puts the bench's core on the gateway's default core (CPU 1), nor its main
+  // (control) lcore on its core's CPU.
   const std::string lcores = s.at("lcores");
-  EXPECT_EQ(lcores.find("@1"), std::string::npos) << lcores;
+  const rdmagate::bench::LcoreCheck placed = rdmagate::bench::check_lcores(lcores);
+  ASSERT_TRUE(placed.parsed) << lcores;
+  EXPECT_FALSE(placed.on_gateway_core) << lcores;
+  EXPECT_FALSE(placed.shares_main) << lcores;
 }
 
 TEST_F(BenchCli, EchoWithPerftestShortFlagsWritesTheJson) {
@@ -203,12 +207,57 @@ TEST_F(BenchCli, EveryClientProgressModeMovesVerifiedTraffic) {
   }
 }
 
+// connect: every connection through the handshake and verified by its echo, each of cmtime's steps timed for
+// every one of them, the rate in the JSON; and a connection the gateway refuses (its 8 per core are taken) is
+// counted as an error, never as set up.
+TEST_F(BenchCli, ConnectTimesEveryStepOfEveryVerifiedConnection) {
+  const std::string out = dir_ + "/connect.json";
+  std::string text;
+  const std::vector<std::string> common = {"-d", rdmagate::testfix::rdma_device(), "-p",
+                                           std::to_string(g_rdma_port), rxe_addr()};
+  std::vector<std::string> args = {"connect", "-n", "8", "--json", out};
+  args.insert(args.end(), common.begin(), common.end());
+  ASSERT_EQ(bench(args, &text), 0) << text;
+  for (const char* step : {"step              total ms     max ms     min us  us / conn",
+                           "create id    :", "resolve addr :", "resolve route:", "connect      :",
+                           "first echo   :", "full connect :", "disconnect   :", "connections/s"}) {
+    EXPECT_NE(text.find(step), std::string::npos) << step << " missing from\n" << text;
+  }
+  const json j = json::parse(read_file(out));
+  expect_common_fields(j);
+  EXPECT_EQ(j.at("settings").at("mode"), "connect");
+  EXPECT_EQ(j.at("settings").at("connections"), 8);
+  const json& c = j.at("connect");
+  EXPECT_EQ(c.at("requested"), 8);
+  EXPECT_EQ(c.at("verified"), 8);
+  EXPECT_GT(c.at("connections_per_s").get<double>(), 0.0);
+  EXPECT_GT(c.at("setup_s").get<double>(), 0.0);
+  ASSERT_EQ(c.at("steps").size(), 7u) << c.dump(2);
+  double setup_max_ms = 0;
+  for (const json& st : c.at("steps")) {
+    EXPECT_EQ(st.at("connections"), 8) << st.dump();
+    EXPECT_GT(st.at("total_ms").get<double>(), 0.0) << st.dump();
+    EXPECT_LE(st.at("min_us").get<double>(), st.at("max_ms").get<double>() * 1000.0) << st.dump();
+    if (st.at("step") == "full connect") setup_max_ms = st.at("max_ms").get<double>();
+  }
+  // No connection took longer than the whole setup.
+  EXPECT_LE(setup_max_ms, c.at("setup_s").get<double>() * 1000.0 + 1e-3) << c.dump(2);
+
+  args = {"connect", "-n", "10", "--quiet"};
+  args.insert(args.end(), common.begin(), common.end());
+  EXPECT_EQ(bench(args, &text), 1) << "two connections past the gateway's 8 per core:\n" << text;
+  EXPECT_NE(text.find("connect_failed=2"), std::string::npos) << text;
+  EXPECT_NE(text.find("8 of 10 connections verified"), std::string::npos) << text;
+}
+
 TEST_F(BenchCli, UsageErrorsExitTwoBeforeTouchingTheDevice) {
   std::string text;
   EXPECT_EQ(bench({"get", rxe_addr(), "--bogus"}, &text), 2);
   EXPECT_NE(text.find("unknown or ambiguous option --bogus"), std::string::npos) << text;
   EXPECT_EQ(bench({"get", rxe_addr(), "-q"}, &text), 2);
   EXPECT_NE(text.find("-q/--connections needs a value"), std::string::npos) << text;
+  EXPECT_EQ(bench({"connect", rxe_addr(), "-D", "2"}, &text), 2);
+  EXPECT_NE(text.find("does not apply to connect"), std::string::npos) << text;
 }
 
 }  // namespace
