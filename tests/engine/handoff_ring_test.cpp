@@ -434,7 +434,7 @@ bool readable(const Doorbell& b) {
   return poll(&p, 1, 0) == 1;
 }
 
-// The wakeups of a side that sleeps (the client's caller-driven core, a control thread with sleep_when_idle):
+// The wakeups of a side that sleeps (a caller-driven or event-policy core, every control thread):
 // a command or reply put on the ring rings the other side's bell, and the bell writes its eventfd only while
 // that side is armed, so a busy receiver costs the sender no syscall.
 TEST(Mailboxes, DoorbellsRingOnlyWhileTheReceiverSleeps) {
