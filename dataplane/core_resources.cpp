@@ -23,6 +23,7 @@ std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreC
   std::unique_ptr<CoreResources> c(new CoreResources());
   c->index_ = index;
   c->cfg_ = cfg;
+  if (!c->fit_cq(backend, error)) return nullptr;
   if (cfg.srq != SrqMode::kOff && !c->setup_srq(backend, error)) return nullptr;
   // Every receive and every send work request of every slot can complete on this CQ: a flush gives each a
   // CQE, signaled or not, and a slot's send queue holds its messages, a chunk's RDMA work requests and the
@@ -57,6 +58,28 @@ std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreC
   return c;
 }
 
+// A connection can have rx_per_conn receives (its own, or its share of the pool) and a full send queue
+// completing on the core's CQ: the core admits only as many connections as the device's CQ holds, and says
+// so (setup note) when that is fewer than configured.
+bool CoreResources::fit_cq(DeviceBackend& backend, std::string* error) {
+  const std::uint32_t limit = backend.max_cqe();
+  const std::uint64_t per_conn = std::uint64_t{cfg_.rx_per_conn} + send_queue_depth(cfg_);
+  if (limit == 0 || std::uint64_t{cfg_.max_conns} * per_conn <= limit) return true;
+  const std::string core = "core " + std::to_string(index_);
+  const auto fit = static_cast<std::uint32_t>(limit / per_conn);
+  if (fit == 0) {
+    *error = core + ": the device's CQ holds " + std::to_string(limit) +
+             " completions, fewer than one connection's " + std::to_string(per_conn) +
+             " (lower dataplane.queue_depth)";
+    return false;
+  }
+  note_ = core + ": the device's CQ holds " + std::to_string(limit) + " completions: " + std::to_string(fit) +
+          " connections of " + std::to_string(per_conn) + " each, not dataplane.max_connections_per_core " +
+          std::to_string(cfg_.max_conns) + " (lower dataplane.queue_depth to admit more)";
+  cfg_.max_conns = fit;
+  return true;
+}
+
 // The pool's size and the connections it covers: every peer may hold rx_per_conn credits, so the pool holds
 // rx_per_conn for each connection the core admits (docs/protocol.md, "Shared receive queue"). The core's slot
 // count becomes what the pool covers when dataplane.srq_receives asks for fewer buffers.
@@ -79,8 +102,12 @@ bool CoreResources::setup_srq(DeviceBackend& backend, std::string* error) {
       *error = core + ": dataplane.srq required: " + why;
       return false;
     }
-    srq_note_ = core + ": no shared receive queue (" + why + "): a receive queue per connection";
+    add_note(core + ": no shared receive queue (" + why + "): a receive queue per connection");
     return true;
+  }
+  if (!note_.empty()) {
+    add_note("shared receive queue of " + std::to_string(pool) + " receives (" + std::to_string(conns) +
+             " x " + std::to_string(cfg_.rx_per_conn) + ")");
   }
   cfg_.max_conns = conns;
   pool_.assign(pool, RxDesc{});
@@ -105,6 +132,10 @@ bool CoreResources::post_pool(DeviceBackend& backend, std::string* error) {
     return false;
   }
   return true;
+}
+
+void CoreResources::add_note(const std::string& n) {
+  note_ += note_.empty() ? n : "; " + n;
 }
 
 bool attach_to_srq(CoreConn& cc, CoreResources& core) {

@@ -108,8 +108,10 @@ class CoreResources {
 
   // ---- shared receive queue (null: a receive queue per connection) ----
   BackendSrq* srq() const noexcept { return srq_.get(); }
-  // With SrqMode::kAuto and no shared receive queue: why not (control logs it at setup). Empty otherwise.
-  const std::string& srq_note() const noexcept { return srq_note_; }
+  // What setup decided that the operator must know (control logs it): fewer connections than configured
+  // because the device's CQ is smaller (then with the SRQ's size), or with SrqMode::kAuto why there is no
+  // shared receive queue. Empty otherwise.
+  const std::string& srq_note() const noexcept { return note_; }
   std::uint32_t pool_size() const noexcept { return static_cast<std::uint32_t>(pool_.size()); }
   RxDesc& pool_rx(std::uint32_t i) noexcept { return pool_[i]; }
   ConnTable& conn_table() noexcept { return conn_table_; }
@@ -160,7 +162,9 @@ class CoreResources {
     return std::size_t{slot_rx() + cfg_.tx_per_conn} * cfg_.buf_size + cfg_.bulk_bytes_per_conn;
   }
   std::size_t pool_bytes() const noexcept { return pool_.size() * std::size_t{cfg_.buf_size}; }
+  bool fit_cq(DeviceBackend& backend, std::string* error);
   bool setup_srq(DeviceBackend& backend, std::string* error);
+  void add_note(const std::string& n);
   bool post_pool(DeviceBackend& backend, std::string* error);
 
   unsigned index_ = 0;
@@ -175,7 +179,7 @@ class CoreResources {
   std::vector<int> free_slots_;
   std::uint32_t used_ = 0;
   std::unique_ptr<BackendSrq> srq_;  // destroyed after every QP (control's connections go first)
-  std::string srq_note_;
+  std::string note_;
   std::vector<RxDesc> pool_;
   ConnTable conn_table_;
 };

@@ -154,6 +154,8 @@ class DeviceBackend {
   virtual std::uint32_t post_receives(BackendQp& qp, std::span<const RecvPost> recvs, std::string* error) = 0;
   // Moves the QP to ERR: every posted work request flushes to the CQ. 0 or -errno.
   virtual int qp_to_err(BackendQp& qp) noexcept = 0;
+  // The most entries one CQ of this device may have (ibv_device_attr::max_cqe); 0: no known limit.
+  virtual std::uint32_t max_cqe() const noexcept { return 0; }
   // A shared receive queue of at least `max_wr` receives for a core's QPs (QpCaps::srq). The default refuses:
   // a backend without one keeps a receive queue per QP. nullptr and *error (why not: the device or the
   // backend) on failure.

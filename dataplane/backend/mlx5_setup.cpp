@@ -165,6 +165,8 @@ class Mlx5Device final : public DeviceBackend {
     return post_first_receives<Mlx5Backend>(q, recvs, q.rq_wqe_cnt - (q.rq_head - q.rq_tail), error);
   }
 
+  std::uint32_t max_cqe() const noexcept override { return verbs_max_cqe(ctx_); }
+
   int qp_to_err(BackendQp& qp) noexcept override { return verbs_qp_to_err(static_cast<Mlx5DvQp&>(qp).qp); }
 
  private:

@@ -81,6 +81,11 @@ std::unique_ptr<BackendMr> register_verbs_memory(ibv_pd* pd, void* addr, std::si
   return std::make_unique<VerbsMr>(mr);
 }
 
+std::uint32_t verbs_max_cqe(ibv_context* ctx) noexcept {
+  ibv_device_attr a{};
+  return ibv_query_device(ctx, &a) == 0 && a.max_cqe > 0 ? static_cast<std::uint32_t>(a.max_cqe) : 0;
+}
+
 int verbs_qp_to_err(ibv_qp* qp) noexcept {
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_ERR;
@@ -166,6 +171,8 @@ class VerbsDevice final : public DeviceBackend {
     auto& q = static_cast<VerbsQp&>(qp);
     return post_first_receives<VerbsBackend>(q, recvs, q.recv_wr.size(), error);
   }
+
+  std::uint32_t max_cqe() const noexcept override { return verbs_max_cqe(ctx_); }
 
   int qp_to_err(BackendQp& qp) noexcept override { return verbs_qp_to_err(static_cast<VerbsQp&>(qp).qp); }
 

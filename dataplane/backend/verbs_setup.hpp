@@ -31,6 +31,9 @@ std::optional<ibv_qp_cap> create_rc_qp(rdma_cm_id* id, ibv_pd* pd, ibv_cq* cq, c
 std::unique_ptr<BackendMr> register_verbs_memory(ibv_pd* pd, void* addr, std::size_t len, int access,
                                                  std::string* error);
 
+// ibv_device_attr::max_cqe of the device (0 when the query fails: no known limit).
+std::uint32_t verbs_max_cqe(ibv_context* ctx) noexcept;
+
 // Moves the QP to ERR: every posted work request flushes to its CQ. 0 or -errno.
 int verbs_qp_to_err(ibv_qp* qp) noexcept;
 

@@ -257,8 +257,11 @@ class FakeDevice final : public DeviceBackend {
   std::uint32_t post_srq_receives(BackendSrq& srq, std::span<const RecvPost> recvs,
                                   std::string* error) override;
 
+  std::uint32_t max_cqe() const noexcept override { return max_cqe_; }
+
   // ---- the test's side ----
   void set_srq_supported(bool on) noexcept { srq_supported_ = on; }
+  void set_max_cqe(std::uint32_t n) noexcept { max_cqe_ = n; }  // 0: no limit (the default)
   std::unique_ptr<FakeCq> make_cq(int cqe);
   std::unique_ptr<FakeQp> make_qp(FakeCq& cq, const QpCaps& caps, QpInfo* out);
   // Connects two QPs: a SEND on one lands in a receive of the other; READ/WRITE need a connected QP.
@@ -317,6 +320,7 @@ class FakeDevice final : public DeviceBackend {
   std::uint32_t next_key_ = 1;
   std::uint32_t max_inline_ = 0xffffffffu;
   bool srq_supported_ = true;
+  std::uint32_t max_cqe_ = 0;
   std::vector<FakeSrq*> srqs_;
   Stats stats_{};
 };

@@ -214,6 +214,27 @@ TEST(SrqSetup, AutoFallsBackOnADeviceWithoutSrqAndOnIsAnError) {
   EXPECT_NE(err.find("dataplane.srq required"), std::string::npos) << err;
 }
 
+// A core admits only the connections the device's CQ can hold completions for (each: its receive share and
+// a full send queue), and says so; a CQ too small for one connection is an error naming the key to lower.
+TEST(SrqSetup, TheDevicesCqLimitsTheConnectionsWithANote) {
+  for (const SrqMode mode : {SrqMode::kOff, SrqMode::kOn}) {
+    FakeDevice dev;
+    const CoreConfig cfg = srq_config(mode);
+    const std::uint32_t per_conn = cfg.rx_per_conn + send_queue_depth(cfg);
+    dev.set_max_cqe(3 * per_conn - 1);
+    std::string err;
+    auto res = CoreResources::create(0, cfg, dev, &err);
+    ASSERT_NE(res, nullptr) << err;
+    EXPECT_EQ(res->config().max_conns, 2u);
+    EXPECT_NE(res->srq_note().find("dataplane.max_connections_per_core 4"), std::string::npos)
+        << res->srq_note();
+    EXPECT_EQ(res->pool_size(), mode == SrqMode::kOn ? 2u * kDepth : 0u);
+    dev.set_max_cqe(per_conn - 1);
+    EXPECT_EQ(CoreResources::create(0, cfg, dev, &err), nullptr);
+    EXPECT_NE(err.find("dataplane.queue_depth"), std::string::npos) << err;
+  }
+}
+
 // The mlx5dv backend builds its receive queues itself and has no SRQ: its cores keep one per connection.
 TEST(SrqSetup, Mlx5CoresKeepAReceiveQueuePerConnection) {
   SimMlx5Device sim;
