@@ -478,7 +478,10 @@ bool run_connect(const Options& o, Report* rep) {
     c.lcore = o.lcores[i];
     c.max_conns = per_core + 2;
     c.rx_per_conn = credits;
-    c.tx_per_conn = 2u * credits + 16;
+    // One echo in flight: as many send descriptors as credits. A core's CQ holds every connection's receives
+    // and send queue within the device's max_cqe (rxe: 32767), so the traffic modes' 2 x credits + 16 would
+    // cap a core at 404 connections.
+    c.tx_per_conn = credits;
     c.buf_size = msg;
     c.idle = o.yield ? dataplane::IdlePolicy::kYield : dataplane::IdlePolicy::kBusy;
     c.idle_yield_after = 8;
