@@ -641,7 +641,9 @@ bool run_connect(const Options& o, Report* rep) {
   for (ConnTimes& c : times) c.t[kCloseStart] = close_tsc;
   const auto tc = Clock::now();
   engine->begin_shutdown_st();
-  const auto close_deadline = tc + std::chrono::seconds(30);
+  // 30 s, or 60 ms a connection: 1,000 closes took 36.7 s under TCG on a loaded host.
+  const auto close_deadline =
+      tc + std::max<Clock::duration>(std::chrono::seconds(30), std::chrono::milliseconds(60) * n);
   while (!engine->drained_st() && Clock::now() < close_deadline) engine->poll_st(ms_until(close_deadline));
   const bool drained = engine->drained_st();
   rep->connect.teardown_s = since(tc);
