@@ -30,7 +30,7 @@ case $2 in
     else
       "$bin" --check-config "$tmp/empty.yaml" --print >"$tmp/out" 2>"$tmp/err" || fail "exit $?, want 0"
       grep -q '^dataplane:$' "$tmp/out" || fail "no dataplane: section on stdout"
-      grep -q '^  queue_depth: 64  # default$' "$tmp/out" || fail "no queue_depth with its origin"
+      grep -q '^  queue_depth: 128  # default$' "$tmp/out" || fail "no queue_depth with its origin"
     fi
     grep -q 'configuration is valid' "$tmp/err" || fail "no 'configuration is valid' on stderr"
     ;;
