@@ -206,9 +206,11 @@ class CoreLoop {
         idle.on_work_st();
       } else if (idle.on_empty_st()) {
         if constexpr (Idle::kSleeps) {
-          sleep_st(*res_.config().sleeper);
+          // Only a sleep published (just before it): an arm that found work pending must not push the next
+          // publication back, or a core that arms more often than publish_every_ (a service waiting for
+          // storage completions) never publishes and looks stalled.
+          if (sleep_st(*res_.config().sleeper)) next_publish = now_ + publish_every_;
           idle.on_work_st();
-          next_publish = now_ + publish_every_;
         }
       }
       if constexpr (requires(Service& s) { s.on_poll_st(*this); }) {
@@ -244,17 +246,17 @@ class CoreLoop {
 
   // EventIdle found no work for idle_event_after_us. Arms the CQ's notification and control's doorbell,
   // looks once more at everything that raises no event, and sleeps until a completion, a command, a
-  // deadline of its own or stop. Returns awake, with now_ set.
-  void sleep_st(CoreSleeper& sleeper) noexcept {
+  // deadline of its own or stop. Returns awake, with now_ set; true when it slept (and published first).
+  bool sleep_st(CoreSleeper& sleeper) noexcept {
     ++idle_.arms;
     if (!sleeper.arm_st(cq_)) [[unlikely]] {
       ++cnt_.errors[static_cast<std::size_t>(CoreError::kCompletion)];
       sleeper.disarm_st();
-      return;
+      return false;
     }
     if (!nothing_pending_st()) {
       sleeper.disarm_st();
-      return;
+      return false;
     }
     ++idle_.sleeps;
     const std::uint64_t t0 = rte_rdtsc();
@@ -270,12 +272,13 @@ class CoreLoop {
     if (woke == 0) {
       ++idle_.wakeups[static_cast<std::size_t>(WakeSource::kTimer)];
       timers_st();
-      return;
+      return true;
     }
     for (std::size_t i = 0; i < kWakeSourceCount; ++i) idle_.wakeups[i] += (woke >> i) & 1u;
     if ((woke & (1u << static_cast<unsigned>(WakeSource::kCommand))) != 0 && mailbox_.check_st(*this) != 0) {
       flush_st();
     }
+    return true;
   }
 
   // The last look before sleeping, after arming: completions already on the CQ raise no event, so they are
