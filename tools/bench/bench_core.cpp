@@ -190,6 +190,32 @@ struct EchoPhaseResult {
   bool interrupted = false;
 };
 
+// The bench's engine: active, one core per --lcores entry with per_core connection slots (plus two spare),
+// `credits` receives and `tx_per_conn` send descriptors of `msg` bytes per connection.
+control::EngineConfig bench_engine_config(const Options& o, std::uint32_t per_core, std::uint16_t credits,
+                                          std::uint32_t tx_per_conn, std::uint32_t msg) {
+  control::EngineConfig ec;
+  ec.name = "bench";
+  ec.device = o.device;
+  ec.passive = false;
+  for (const unsigned lcore : o.lcores) {
+    dataplane::CoreConfig c;
+    c.lcore = lcore;
+    c.max_conns = per_core + 2;
+    c.rx_per_conn = credits;
+    c.tx_per_conn = tx_per_conn;
+    c.buf_size = msg;
+    c.idle = o.yield ? dataplane::IdlePolicy::kYield : dataplane::IdlePolicy::kBusy;
+    // Yield soon: in the guest, rxe's softirq work shares the CPUs with the pollers (engine_bench's finding).
+    c.idle_yield_after = 8;
+    ec.cores.push_back(c);
+  }
+  ec.local.params = protocol::ConnParams{credits, msg, protocol::kMaxFragments, 1u << 20};
+  ec.local.min_queue_depth = protocol::kMinCreditQueueDepth;
+  ec.handshake_timeout = std::chrono::milliseconds(static_cast<long>(o.connect_timeout_s * 1000));
+  return ec;
+}
+
 // One engine for one phase (warm-up or measurement), so the services' RTT histograms hold only what the phase
 // measured. Connects, runs, drains, stops the cores.
 bool echo_phase(const Options& o, std::uint64_t size, double seconds, std::uint64_t iterations, bool measure,
@@ -202,26 +228,8 @@ bool echo_phase(const Options& o, std::uint64_t size, double seconds, std::uint6
   const std::uint32_t msg = static_cast<std::uint32_t>(
       std::max<std::uint64_t>(o.max_message, (size + protocol::kHeaderSize + 63) / 64 * 64));
 
-  control::EngineConfig ec;
-  ec.name = "bench";
-  ec.device = o.device;
-  ec.passive = false;
-  for (unsigned i = 0; i < cores; ++i) {
-    dataplane::CoreConfig c;
-    c.lcore = o.lcores[i];
-    c.max_conns = per_core + 2;
-    c.rx_per_conn = credits;
-    c.tx_per_conn = 2u * credits + 16;
-    c.buf_size = msg;
-    c.idle = o.yield ? dataplane::IdlePolicy::kYield : dataplane::IdlePolicy::kBusy;
-    // Yield soon: in the guest, rxe's softirq work shares the CPUs with the pollers (engine_bench's finding).
-    c.idle_yield_after = 8;
-    ec.cores.push_back(c);
-  }
-  ec.local.params = protocol::ConnParams{credits, msg, protocol::kMaxFragments, 1u << 20};
-  ec.local.min_queue_depth = protocol::kMinCreditQueueDepth;
+  control::EngineConfig ec = bench_engine_config(o, per_core, credits, 2u * credits + 16, msg);
   ec.signal_interval = static_cast<std::uint16_t>(std::min<std::uint32_t>(16, credits / 2));
-  ec.handshake_timeout = std::chrono::milliseconds(static_cast<long>(o.connect_timeout_s * 1000));
   // The services outlive the engine (declared first): its cores hold references to them until it is gone.
   dataplane::EchoClientResults results;
   std::vector<std::unique_ptr<dataplane::EchoClientService>> services;
@@ -469,28 +477,11 @@ bool run_connect(const Options& o, Report* rep) {
   std::unordered_map<std::uint64_t, std::uint32_t> index;  // engine id -> times
   index.reserve(n * 2);
   control::Engine* eng = nullptr;  // set once created; the hook runs only inside its calls
-  control::EngineConfig ec;
-  ec.name = "bench";
-  ec.device = o.device;
-  ec.passive = false;
-  for (unsigned i = 0; i < cores; ++i) {
-    dataplane::CoreConfig c;
-    c.lcore = o.lcores[i];
-    c.max_conns = per_core + 2;
-    c.rx_per_conn = credits;
-    // One echo in flight: as many send descriptors as credits. A core's CQ holds every connection's receives
-    // and send queue within the device's max_cqe (rxe: 32767), so the traffic modes' 2 x credits + 16 would
-    // cap a core at 404 connections.
-    c.tx_per_conn = credits;
-    c.buf_size = msg;
-    c.idle = o.yield ? dataplane::IdlePolicy::kYield : dataplane::IdlePolicy::kBusy;
-    c.idle_yield_after = 8;
-    ec.cores.push_back(c);
-  }
-  ec.local.params = protocol::ConnParams{credits, msg, protocol::kMaxFragments, 1u << 20};
-  ec.local.min_queue_depth = protocol::kMinCreditQueueDepth;
+  // One echo in flight: as many send descriptors as credits. A core's CQ holds every connection's receives
+  // and send queue within the device's max_cqe (rxe: 32767), so the traffic modes' 2 x credits + 16 would
+  // cap a core at 404 connections.
+  control::EngineConfig ec = bench_engine_config(o, per_core, credits, credits, msg);
   ec.signal_interval = 8;
-  ec.handshake_timeout = std::chrono::milliseconds(static_cast<long>(o.connect_timeout_s * 1000));
   ec.on_state_change = [&](std::uint64_t id, control::State from, control::State to) {
     (void)from;
     const auto it = index.find(id);
