@@ -1,6 +1,8 @@
 // The embedded store's cost per operation on one core (no contention): GET (lookup + pin + unpin) and
 // PUT (reserve + copy + commit, replacing the previous value) at 64 B and 4 KiB, and a GET while another
 // thread overwrites the same keys. Reported per op: the benchmark's own time per iteration.
+// BM_SlotHash: the slot hash alone by key length, the keyed one every op computes (SipHash-2-4 under the
+// process seed) beside the unkeyed mix it replaced, in the same run.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -12,6 +14,8 @@
 #include <vector>
 
 #include "services/storage/memory/store.hpp"
+#include "tests/services/storage/memory/colliding_keys.hpp"
+#include "tests/services/storage/memory/store_test_peer.hpp"
 
 namespace rdmagate::store {
 namespace {
@@ -91,6 +95,34 @@ void BM_GetUnderOverwrite(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+std::vector<std::string> keys_of_length(size_t len) {
+  std::vector<std::string> keys;
+  for (uint32_t i = 0; i < kKeys; ++i) {
+    std::string k("bench-key-");
+    k.append(std::to_string(i));
+    k.resize(len, 'x');
+    keys.push_back(std::move(k));
+  }
+  return keys;
+}
+
+void BM_SlotHashKeyed(benchmark::State& state) {
+  Fixture f(64);
+  const auto keys = keys_of_length(static_cast<size_t>(state.range(0)));
+  uint32_t i = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(StoreTestPeer::hash_of(*f.store, keys[i++ % kKeys]));
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_SlotHashUnkeyed(benchmark::State& state) {
+  const auto keys = keys_of_length(static_cast<size_t>(state.range(0)));
+  uint32_t i = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(test::unkeyed_hash(keys[i++ % kKeys]));
+  state.SetItemsProcessed(state.iterations());
+}
+
+BENCHMARK(BM_SlotHashKeyed)->Arg(13)->Arg(64)->Arg(250);
+BENCHMARK(BM_SlotHashUnkeyed)->Arg(13)->Arg(64)->Arg(250);
 BENCHMARK(BM_Get)->Arg(64)->Arg(4096);
 BENCHMARK(BM_Put)->Arg(64)->Arg(4096);
 BENCHMARK(BM_GetUnderOverwrite)->Arg(64)->Arg(4096)->UseRealTime();

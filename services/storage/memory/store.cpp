@@ -1,5 +1,9 @@
 #include "services/storage/memory/store.hpp"
 
+#include <sodium.h>
+#include <sys/random.h>
+
+#include <cerrno>
 #include <cstring>
 #include <new>
 
@@ -22,28 +26,6 @@ inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
-}
-
-inline uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
-
-uint64_t hash_key(std::string_view key) {
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ key.size();
-  size_t i = 0;
-  for (; i + 8 <= key.size(); i += 8) {
-    uint64_t w;
-    std::memcpy(&w, key.data() + i, 8);
-    h = mix(h ^ w) + 0x9e3779b97f4a7c15ull;
-  }
-  uint64_t tail = 0;
-  std::memcpy(&tail, key.data() + i, key.size() - i);
-  return mix(h ^ tail);
 }
 
 // A slot holds tag (high hash bits, to skip most non-matching keys without touching the descriptor) and
@@ -94,7 +76,20 @@ struct alignas(64) Store::CoreStats {
   std::atomic<int64_t> objects;
   std::atomic<int64_t> value_bytes;
   std::atomic<uint64_t> evictions;
+  std::atomic<uint64_t> window_full;
 };
+
+uint64_t Store::hash_key(std::string_view key) const {
+  static_assert(sizeof(HashSeed) == crypto_shorthash_KEYBYTES, "the seed is a SipHash-2-4 key");
+  static_assert(crypto_shorthash_BYTES == sizeof(uint64_t), "the slot hash is 64 bits");
+  // SipHash-2-4 keyed with this process's seed: a peer that cannot learn the seed cannot choose keys that
+  // share a probe window, so it cannot fill the window of a key it wants to refuse (docs/store.md).
+  unsigned char out[crypto_shorthash_BYTES];
+  crypto_shorthash(out, reinterpret_cast<const unsigned char*>(key.data()), key.size(), hash_seed_.data());
+  uint64_t h;
+  std::memcpy(&h, out, sizeof(h));
+  return h;
+}
 
 uint64_t Store::metadata_bytes(const StoreConfig& config, uint64_t region_bytes) {
   const uint64_t descriptors = (uint64_t{config.max_objects} + config.max_inflight) * sizeof(Descriptor);
@@ -156,6 +151,15 @@ std::unique_ptr<Store> Store::create(const StoreConfig& config, std::span<std::b
   const uint64_t whole = s->allocator_.arena_bytes() + descriptor_count * sizeof(Descriptor);
   s->capacity_ = config.capacity_bytes == 0 || config.capacity_bytes > whole ? whole : config.capacity_bytes;
 
+  // Drawn once per store (one per process) and never written anywhere: slots live only in memory, and RADOS
+  // names its objects by the key itself, so nothing persisted depends on the seed.
+  for (size_t got = 0; got < s->hash_seed_.size();) {
+    const ssize_t n = getrandom(s->hash_seed_.data() + got, s->hash_seed_.size() - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail("store: getrandom() for the hash seed failed");
+    got += static_cast<size_t>(n);
+  }
+
   s->core_stats_storage_.reset(new (std::nothrow) std::byte[sizeof(CoreStats) * config.max_cores + 64]);
   if (!s->core_stats_storage_) return fail("store: out of memory");
   auto cs = align_up(reinterpret_cast<uintptr_t>(s->core_stats_storage_.get()), 64);
@@ -167,6 +171,7 @@ std::unique_ptr<Store> Store::create(const StoreConfig& config, std::span<std::b
     st->objects.store(0, std::memory_order_relaxed);
     st->value_bytes.store(0, std::memory_order_relaxed);
     st->evictions.store(0, std::memory_order_relaxed);
+    st->window_full.store(0, std::memory_order_relaxed);
   }
   s->cores_.reset(new (std::nothrow) MemoryCoreStorage[config.max_cores]);
   if (!s->cores_) return fail("store: out of memory");
@@ -512,6 +517,8 @@ Status Store::commit(uint32_t core, Reservation* r, PinnedValue* pin) {
   }
   if (pin != nullptr) unpin(pin);
   abort(r);
+  std::atomic<uint64_t>& w = core_stats_[core].window_full;
+  w.store(w.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return put_status(core, Status::kNoSpace);
 }
 
@@ -614,6 +621,7 @@ StoreStats Store::stats() const {
     objects += cs.objects.load(std::memory_order_relaxed);
     bytes += cs.value_bytes.load(std::memory_order_relaxed);
     s.evictions += cs.evictions.load(std::memory_order_relaxed);
+    s.window_full += cs.window_full.load(std::memory_order_relaxed);
   }
   s.drops = drops_.load(std::memory_order_relaxed);
   objects -= static_cast<int64_t>(s.drops);  // each drop unpublished one object

@@ -9,6 +9,7 @@
 // See docs/store.md for the concurrency argument, capacity accounting and eviction.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -63,6 +64,9 @@ struct StoreStats {
   // reserve counts its status).
   uint64_t ops[protocol::kObjectOpCount][kStatusCount] = {};
   uint64_t evictions = 0;  // values unpublished to make room (StoreConfig::evict)
+  // PUTs refused kNoSpace because every slot of the key's probe window was taken (also in ops): not a
+  // shortage of capacity. With the keyed hash only a very full index gets there.
+  uint64_t window_full = 0;
   uint64_t drops = 0;      // values unpublished by drop() or drop_all(); not in ops
 };
 
@@ -146,6 +150,9 @@ class Store {
   struct Descriptor;
   struct Bucket;
   struct CoreStats;
+  using HashSeed = std::array<unsigned char, 16>;  // a SipHash-2-4 key
+
+  uint64_t hash_key(std::string_view key) const;  // the key's slot hash under this process's seed
 
   Store() = default;
   Status put_status(uint32_t core, Status s) { return count(core, protocol::ObjectOp::kPut, s); }
@@ -185,6 +192,7 @@ class Store {
   std::unique_ptr<MemoryCoreStorage[]> cores_;
   BlockAllocator allocator_;
   uint32_t max_order_{0};
+  HashSeed hash_seed_{};
   alignas(64) std::atomic<uint64_t> free_head_{0};  // tag << 32 | descriptor index (ABA-safe Treiber stack)
   alignas(64) std::atomic<uint64_t> used_{0};
   alignas(64) std::atomic<uint64_t> hand_{0};  // CLOCK hand: position in the descriptor table, never wraps
