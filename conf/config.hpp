@@ -149,6 +149,9 @@ struct ProtocolConfig {
   // SIGTERM drain: bounds each of its two phases (quiesce: in-flight requests finish; close: connections
   // disconnect). 0 skips the wait: in-flight requests fail with their connection.
   std::uint32_t drain_timeout_ms = 10000;
+  // An RDMA READ/WRITE chain (one bulk transfer) still on the device after this long fails its connection:
+  // the reservation or pin it holds is the one resource a silent peer could otherwise keep forever.
+  std::uint32_t bulk_timeout_ms = 5000;
   bool checksum = false;                       // message payload checksums
 
   bool operator==(const ProtocolConfig&) const = default;

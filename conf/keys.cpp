@@ -784,6 +784,9 @@ class Table {
     add<UnsignedKey<Pr, std::uint32_t>>(&Config::protocol, &Pr::drain_timeout_ms, "protocol.drain_timeout_ms",
                                         "ms", 0u, 300000u, L,
                                         "SIGTERM drain: limit of each phase (quiesce, then close)");
+    add<UnsignedKey<Pr, std::uint32_t>>(&Config::protocol, &Pr::bulk_timeout_ms, "protocol.bulk_timeout_ms",
+                                        "ms", 1u, 600000u, L,
+                                        "an RDMA READ/WRITE chain still running after this fails its connection");
     add<BoolKey<Pr>>(&Config::protocol, &Pr::checksum, "protocol.checksum", R, "checksum message payloads");
 
     add<EnumKey<St, StoreBackend>>(

@@ -154,6 +154,7 @@ TimeoutSettings plan_timeouts(const conf::ProtocolConfig& p) {
   t.backoff.max = std::chrono::milliseconds(p.reconnect_max_ms);
   t.keepalive_us = std::uint64_t{p.keepalive_ms} * 1000;
   t.dead_peer_us = std::uint64_t{p.dead_peer_timeout_ms} * 1000;
+  t.bulk_timeout_us = std::uint64_t{p.bulk_timeout_ms} * 1000;
   return t;
 }
 

@@ -39,6 +39,7 @@ struct TimeoutSettings {
   BackoffPolicy backoff{};
   std::uint64_t keepalive_us = 0;
   std::uint64_t dead_peer_us = 0;
+  std::uint64_t bulk_timeout_us = 0;  // protocol.bulk_timeout_ms
 };
 
 struct GatewaySettings {

@@ -240,6 +240,7 @@ TEST(Schema, LiveKeysAreTheOnesTheIssueNames) {
   EXPECT_THAT(
       live, ElementsAre("protocol.keepalive_ms", "protocol.dead_peer_timeout_ms", "protocol.reconnect_min_ms",
                         "protocol.reconnect_max_ms", "protocol.handshake_timeout_ms", "protocol.drain_timeout_ms",
+                        "protocol.bulk_timeout_ms",
                         "telemetry.core_stall_ms", "security.allowed_clients", "logging.level"));
 }
 

@@ -280,13 +280,14 @@ TEST(GatewaySettings, KeepaliveAndDeadPeerOnEveryCore) {
 TEST(GatewaySettings, TimeoutsAreWhatStartAndReloadBothApply) {
   const conf::Config cfg = load({"protocol.keepalive_ms=250", "protocol.dead_peer_timeout_ms=3000",
                                  "protocol.handshake_timeout_ms=2500", "protocol.reconnect_min_ms=50",
-                                 "protocol.reconnect_max_ms=2000"});
+                                 "protocol.reconnect_max_ms=2000", "protocol.bulk_timeout_ms=750"});
   const control::TimeoutSettings t = control::plan_timeouts(cfg.protocol);
   EXPECT_EQ(t.handshake_timeout, 2500ms);
   EXPECT_EQ(t.backoff.min, 50ms);
   EXPECT_EQ(t.backoff.max, 2000ms);
   EXPECT_EQ(t.keepalive_us, 250'000u);
   EXPECT_EQ(t.dead_peer_us, 3'000'000u);
+  EXPECT_EQ(t.bulk_timeout_us, 750'000u);
 
   const GatewaySettings s = plan(cfg);
   EXPECT_EQ(s.engine.handshake_timeout, t.handshake_timeout);
