@@ -12,6 +12,8 @@ PKGS=(
   libsystemd-dev nlohmann-json3-dev
   # xxHash, header only (client/placement.cpp compiles it inline)
   libxxhash-dev
+  # libsodium: SipHash-2-4 (crypto_shorthash), the memory store's keyed slot hash
+  libsodium-dev
   # deploy/ checks (tests/deploy): YAML parsing and the Kubernetes API field names of the manifests
   python3-yaml python3-kubernetes
   # Debian packages of rdmagate (debian/, dpkg-buildpackage in tools/test-all): debhelper with the CMake
