@@ -109,7 +109,48 @@ HttpServer::HttpServer(std::shared_ptr<StatsCollector> stats, HealthState& healt
     : stats_(std::move(stats)), health_(health), extra_(std::move(extra)) {}
 
 HttpServer::~HttpServer() {
-  if (ctx_ != nullptr) mg_stop(ctx_);  // joins the worker threads: no handler runs after this
+  // mg_stop joins the context's threads: no handler runs after this.
+  if (probe_ctx_ != nullptr) mg_stop(probe_ctx_);
+  if (ctx_ != nullptr) mg_stop(ctx_);
+}
+
+mg_context* HttpServer::listen(const std::string& where, const char* what, unsigned threads,
+                               std::chrono::milliseconds request_timeout, int (*router)(mg_connection*),
+                               std::uint16_t& port, std::string& error) {
+  const std::string nthreads = std::to_string(threads == 0 ? 1 : threads);
+  const std::string timeout =
+      std::to_string(std::max<std::chrono::milliseconds::rep>(request_timeout.count(), 1));
+  // No linger_timeout_ms: with it civetweb's close blocks the thread until the client has read the answer.
+  // clang-format off
+  std::array<const char*, 9> opts = {
+      "listening_ports",    where.c_str(),
+      "num_threads",        nthreads.c_str(),
+      "request_timeout_ms", timeout.c_str(),
+      "enable_keep_alive",  "no",
+      nullptr};
+  // clang-format on
+  std::array<char, 256> text{};
+  unsigned code = 0;
+  mg_error_data err{&code, text.data(), text.size()};
+  mg_callbacks callbacks{};
+  // Default logging goes to stderr in civetweb's own format; the caller prints our one-line error.
+  callbacks.log_message = [](const mg_connection*, const char*) { return 1; };
+  callbacks.begin_request = router;
+  mg_init_data init{&callbacks, this, opts.data()};
+  mg_context* ctx = mg_start2(&init, &err);
+  if (ctx == nullptr) {
+    error = "telemetry: cannot listen on " + where + what + ": " +
+            (text[0] != '\0' ? std::string(text.data()) : std::string("civetweb failed to start")) +
+            " (is the port in use?)";
+    return nullptr;
+  }
+  std::array<mg_server_port, 4> ports{};
+  if (mg_get_server_ports(ctx, static_cast<int>(ports.size()), ports.data()) < 1) {
+    error = "telemetry: listening on " + where + what + " but cannot tell which port";
+    return ctx;  // the destructor stops it
+  }
+  port = static_cast<std::uint16_t>(ports[0].port);
+  return ctx;
 }
 
 std::unique_ptr<HttpServer> HttpServer::start(const HttpOptions& options,
@@ -120,25 +161,15 @@ std::unique_ptr<HttpServer> HttpServer::start(const HttpOptions& options,
     static const unsigned kInit = mg_init_library(0);  // once per process; thread-safe via static init
     (void)kInit;
     const bool v6 = options.bind_address.find(':') != std::string::npos;
-    const std::string where = v6 ? "[" + options.bind_address + "]:" + std::to_string(options.port)
-                                 : options.bind_address + ":" + std::to_string(options.port);
     // civetweb spells an IPv6 listener with a leading '+' only for dual-stack; a bracketed literal binds v6.
-    const std::string threads = std::to_string(options.threads == 0 ? 1 : options.threads);
-    std::array<const char*, 7> opts = {"listening_ports",   where.c_str(), "num_threads", threads.c_str(),
-                                       "enable_keep_alive", "no",          nullptr};
-
+    const auto where = [&](std::uint16_t port) {
+      return v6 ? "[" + options.bind_address + "]:" + std::to_string(port)
+                : options.bind_address + ":" + std::to_string(port);
+    };
     std::unique_ptr<HttpServer> server(new HttpServer(std::move(stats), health, std::move(extra)));
-    std::array<char, 256> text{};
-    unsigned code = 0;
-    mg_error_data err{&code, text.data(), text.size()};
-    mg_callbacks callbacks{};
-    // Default logging goes to stderr in civetweb's own format; the caller prints our one-line error.
-    callbacks.log_message = [](const mg_connection*, const char*) { return 1; };
-    callbacks.begin_request = &HttpServer::route;
-    mg_init_data init{&callbacks, server.get(), opts.data()};
 
     // civetweb's threads (and any they start) inherit the affinity of the thread that creates them, so this
-    // thread takes options.cpus for the duration of mg_start2. Pinning inside civetweb's init_thread callback
+    // thread takes options.cpus while the listeners start. Pinning inside civetweb's init_thread callback
     // could only fail silently, on a thread that is already serving.
     const pthread_t self = pthread_self();
     cpu_set_t saved;
@@ -151,26 +182,20 @@ std::unique_ptr<HttpServer> HttpServer::start(const HttpOptions& options,
         return nullptr;
       }
     }
-    server->ctx_ = mg_start2(&init, &err);
+    server->ctx_ = server->listen(where(options.port), "", options.threads, options.request_timeout,
+                                  &HttpServer::route, server->port_, error);
+    if (server->port_ != 0 && options.probe_port) {
+      server->probe_ctx_ =
+          server->listen(where(*options.probe_port), " (probes)", kProbeThreads, options.request_timeout,
+                         &HttpServer::route_probes, server->probe_port_, error);
+    }
     if (options.cpus) {
       if (const int rc = pthread_setaffinity_np(self, sizeof saved, &saved); rc != 0) {
         error = std::string("telemetry: cannot restore the starting thread's CPUs: ") + std::strerror(rc);
         return nullptr;  // the destructor stops civetweb
       }
     }
-    if (server->ctx_ == nullptr) {
-      error = "telemetry: cannot listen on " + where + ": " +
-              (text[0] != '\0' ? std::string(text.data()) : std::string("civetweb failed to start")) +
-              " (is the port in use?)";
-      return nullptr;
-    }
-    std::array<mg_server_port, 4> ports{};
-    const int n = mg_get_server_ports(server->ctx_, static_cast<int>(ports.size()), ports.data());
-    if (n < 1) {
-      error = "telemetry: listening on " + where + " but cannot tell which port";
-      return nullptr;  // the destructor stops civetweb
-    }
-    server->port_ = static_cast<std::uint16_t>(ports[0].port);
+    if (server->port_ == 0 || (options.probe_port && server->probe_port_ == 0)) return nullptr;
     return server;
   } catch (const std::exception& e) {
     error = std::string("telemetry: cannot start http server: ") + e.what();
@@ -186,6 +211,15 @@ int HttpServer::route(mg_connection* conn) noexcept {
   if (uri == "/healthz") return s->handle_healthz(conn);
   if (uri == "/readyz") return s->handle_readyz(conn);
   return 0;  // civetweb answers 404: there is no document root
+}
+
+int HttpServer::route_probes(mg_connection* conn) noexcept {
+  const mg_request_info* ri = mg_get_request_info(conn);
+  auto* s = static_cast<HttpServer*>(ri->user_data);
+  const std::string_view uri = ri->local_uri != nullptr ? ri->local_uri : "";
+  if (uri == "/healthz") return s->handle_healthz(conn);
+  if (uri == "/readyz") return s->handle_readyz(conn);
+  return 0;  // 404: /metrics stays off the probes' threads
 }
 
 int HttpServer::handle_metrics(mg_connection* conn) noexcept {

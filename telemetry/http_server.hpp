@@ -1,5 +1,6 @@
 #pragma once
-// HTTP front of telemetry: /metrics, /healthz and /readyz on one civetweb listener.
+// HTTP front of telemetry: /metrics, /healthz and /readyz on one civetweb listener, and optionally the
+// probes alone on a second one.
 //
 // Why civetweb directly and not prometheus::Exposer: Exposer keeps its CivetServer private and its
 // RegisterCollectable endpoints always answer 200 with exposition text, so /healthz and /readyz could not
@@ -8,6 +9,14 @@
 // all endpoints on the caller's single address, uses the same civetweb library prometheus-cpp-pull already
 // links, serialises /metrics with serialize_text (text_format.hpp), and reports a busy port as an error
 // string instead of a CivetException.
+//
+// Bounded against hostile or broken HTTP clients (issue 15): civetweb's default request timeout is 30 s, so
+// two idle TCP connections held both threads and the liveness probe failed, which restarts the pod and drops
+// every RDMA session. Every connection now lasts at most request_timeout for its request headers (counted
+// from accept, so a slow-loris trickle does not extend it) and each response write that makes no progress
+// for that long is abandoned; keep-alive is off. A waiting probe still queues behind the clients ahead of
+// it, up to (clients / threads) x request_timeout, so the probes get a listener of their own (probe_port)
+// with threads nobody else's request can hold: a flood or slow-loris of /metrics never reaches them.
 //
 // Its routes are its begin_request callback (the context's user data is this server), not
 // mg_set_request_handler: callbacks are part of the context before it listens, while handlers can only be
@@ -88,17 +97,28 @@ class HealthState {
 struct HttpOptions {
   std::string bind_address = "127.0.0.1";  // IPv4 literal, or IPv6 literal without brackets
   std::uint16_t port = 0;                  // 0: any free port (see HttpServer::port())
-  unsigned threads = 2;
+  unsigned threads = 4;                    // telemetry.threads: of the main listener
   // CPUs for civetweb's threads; unset: the starting thread's. The daemon passes the main lcore's set so
   // that serving a scrape never takes time from a data-plane core's CPU.
   std::optional<cpu_set_t> cpus;
+  // telemetry.request_timeout_ms: the most a client may take to send its request headers, and the most one
+  // response write may wait for the client to read; then the connection is closed. Both listeners.
+  std::chrono::milliseconds request_timeout{1000};
+  // telemetry.probe_port: a second listener on bind_address serving only /healthz and /readyz, with
+  // kProbeThreads of its own. Unset: none (the probes are served on port only); 0: any free port.
+  std::optional<std::uint16_t> probe_port;
 };
+
+// The kubelet runs the liveness and the readiness probe independently: one thread each, so neither waits
+// for the other.
+inline constexpr unsigned kProbeThreads = 2;
 
 class HttpServer {
  public:
   // Starts listening. On failure returns nullptr and sets error to one line naming the address; never
   // throws. extra may add slow-path collectables (e.g. a prometheus::Registry) to /metrics. health must
   // outlive the server; the destructor joins civetweb's threads (about 2 s: their poll timeout).
+  // With probe_port set both listeners start, or neither.
   static std::unique_ptr<HttpServer> start(const HttpOptions& options, std::shared_ptr<StatsCollector> stats,
                                            HealthState& health, std::string& error,
                                            std::vector<std::shared_ptr<prometheus::Collectable>> extra = {});
@@ -107,11 +127,18 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   std::uint16_t port() const noexcept { return port_; }
+  // The probe listener's port; 0 when HttpOptions::probe_port was unset.
+  std::uint16_t probe_port() const noexcept { return probe_port_; }
 
  private:
   HttpServer(std::shared_ptr<StatsCollector> stats, HealthState& health,
              std::vector<std::shared_ptr<prometheus::Collectable>> extra);
+  // Starts one civetweb context serving `router` on `where`; `what` names it in errors.
+  mg_context* listen(const std::string& where, const char* what, unsigned threads,
+                     std::chrono::milliseconds request_timeout, int (*router)(mg_connection*),
+                     std::uint16_t& port, std::string& error);
   static int route(mg_connection* conn) noexcept;
+  static int route_probes(mg_connection* conn) noexcept;
   int handle_metrics(mg_connection* conn) noexcept;
   int handle_healthz(mg_connection* conn) noexcept;
   int handle_readyz(mg_connection* conn) noexcept;
@@ -120,7 +147,9 @@ class HttpServer {
   HealthState& health_;
   std::vector<std::shared_ptr<prometheus::Collectable>> extra_;
   mg_context* ctx_ = nullptr;
+  mg_context* probe_ctx_ = nullptr;
   std::uint16_t port_ = 0;
+  std::uint16_t probe_port_ = 0;
 };
 
 }  // namespace rdmagate::telemetry
