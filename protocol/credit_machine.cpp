@@ -30,7 +30,11 @@ CreditMachine::CreditMachine(const CreditConfig& config, std::span<std::uint16_t
       dead_timeout_(config.dead_peer_timeout),
       last_tx_(now),
       last_rx_(now),
-      queues_(links) {}
+      queues_(links),
+      keepalive_ceiling_(config.keepalive_ceiling),
+      dead_peer_floor_(config.dead_peer_floor) {
+  set_timers(config.keepalive_interval, config.dead_peer_timeout);
+}
 
 CreditError CreditMachine::check_receive_slow(CreditClass cls, std::uint16_t returned) const noexcept {
   if (room_ == 0) return CreditError::kCreditOverrun;

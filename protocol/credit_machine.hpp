@@ -97,7 +97,31 @@ struct CreditConfig {
   std::uint16_t high_water = 0;          // owed credits that force a NOOP; 0: default_high_water(); min 2
   std::uint64_t keepalive_interval = 0;  // ticks without sending before a keepalive NOOP; 0: never
   std::uint64_t dead_peer_timeout = 0;   // ticks without receiving before the peer is dead; 0: never
+  // What the handshake promised the peer (minor >= 1, set_session_timers): set_timers never raises the
+  // keepalive above the ceiling nor lowers a nonzero dead-peer timeout below the floor. 0: no bound.
+  std::uint64_t keepalive_ceiling = 0;
+  std::uint64_t dead_peer_floor = 0;
 };
+
+// The credit machine's timers for a connection: on a minor >= 1 session the negotiated keepalive interval
+// (the stricter of both sides', docs §3.8) replaces our own, our dead-peer timeout is at least what we
+// announced, and both become bounds that a live reload keeps; on a minor-0 session our own local times,
+// unbounded, as before. own_* and the result are in ticks; ticks_per_ms converts the handshake's ms.
+constexpr void set_session_timers(CreditConfig& c, const Session& s, std::uint64_t own_keepalive,
+                                  std::uint64_t own_dead_peer, std::uint64_t ticks_per_ms) noexcept {
+  c.keepalive_interval = own_keepalive;
+  c.dead_peer_timeout = own_dead_peer;
+  c.keepalive_ceiling = 0;
+  c.dead_peer_floor = 0;
+  if (s.keepalive_ms != 0) {
+    c.keepalive_interval = c.keepalive_ceiling = std::uint64_t{s.keepalive_ms} * ticks_per_ms;
+  }
+  if (s.local_dead_peer_ms != 0) {
+    c.dead_peer_floor = std::uint64_t{s.local_dead_peer_ms} * ticks_per_ms;
+    if (c.dead_peer_timeout != 0 && c.dead_peer_timeout < c.dead_peer_floor)
+      c.dead_peer_timeout = c.dead_peer_floor;
+  }
+}
 
 enum class SendKind : std::uint8_t {
   kNone = 0,      // nothing may be sent now
@@ -248,10 +272,12 @@ class CreditMachine {
   }
 
   // A live reload (SIGHUP) of the timer settings, in the same ticks as CreditConfig. The clocks keep
-  // running from the last send and receive, so a shorter timeout can fire at the next check.
+  // running from the last send and receive, so a shorter timeout can fire at the next check. Bounded by
+  // what the handshake announced (CreditConfig::keepalive_ceiling, dead_peer_floor): a reload never makes
+  // us quieter than the peer was told, nor closes it sooner than it was told.
   void set_timers(std::uint64_t keepalive_interval, std::uint64_t dead_peer_timeout) noexcept {
-    keepalive_ = keepalive_interval;
-    dead_timeout_ = dead_peer_timeout;
+    keepalive_ = bounded_keepalive(keepalive_interval);
+    dead_timeout_ = bounded_dead_peer(dead_peer_timeout);
   }
   std::uint64_t keepalive_interval() const noexcept { return keepalive_; }
   std::uint64_t dead_peer_timeout() const noexcept { return dead_timeout_; }
@@ -311,6 +337,14 @@ class CreditMachine {
     return SendStep{SendKind::kSend, cls, tx, static_cast<std::uint16_t>(returned)};
   }
 
+  std::uint64_t bounded_keepalive(std::uint64_t k) const noexcept {
+    return keepalive_ceiling_ != 0 && (k == 0 || k > keepalive_ceiling_) ? keepalive_ceiling_ : k;
+  }
+  // 0 (never declare the peer dead) stays allowed: it can only keep a peer longer.
+  std::uint64_t bounded_dead_peer(std::uint64_t d) const noexcept {
+    return d != 0 && d < dead_peer_floor_ ? dead_peer_floor_ : d;
+  }
+
   // The detailed checks behind on_receive's fast test.
   CreditError check_receive_slow(CreditClass cls, std::uint16_t returned) const noexcept;
 
@@ -330,6 +364,9 @@ class CreditMachine {
   std::uint64_t last_rx_;
   TxQueues queues_;
   CreditStats stats_;
+  // Cold: read only by set_timers.
+  std::uint64_t keepalive_ceiling_;
+  std::uint64_t dead_peer_floor_;
 };
 
 std::string_view to_string(CreditError e);

@@ -25,10 +25,27 @@ inline constexpr std::size_t kMaxBulk = 20;       // u32
 inline constexpr std::size_t kSrcStamp = 24;      // u64
 inline constexpr std::size_t kDstStamp = 32;      // u64
 inline constexpr std::size_t kReason = 40;        // u8, reject only; 41..43 reserved
+// Minor-1 extension of a request (40..47) and of an accept (40..63).
+inline constexpr std::size_t kKeepalive = 40;       // u32 ms
+inline constexpr std::size_t kDeadPeer = 44;        // u32 ms
+inline constexpr std::size_t kBulkDeadline = 48;    // u32 ms, accept only
+inline constexpr std::size_t kMaxValue = 52;        // u32 bytes, accept only
+inline constexpr std::size_t kChunkQueue = 56;      // u16, accept only
+inline constexpr std::size_t kConnsPerSource = 58;  // u16, accept only; 60..63 reserved
 }  // namespace off
 static_assert(off::kDstStamp + 8 == kConnectRequestSize && kConnectRequestSize == kConnectAcceptSize);
 static_assert(off::kReason + 4 == kConnectRejectSize);
 static_assert(off::kReserved18 + 2 == off::kMaxBulk, "reserved u16 sits between fragments and bulk size");
+static_assert(off::kDeadPeer + 4 == kConnectRequestSizeMinor1);
+static_assert(off::kConnsPerSource + 2 + 4 == kConnectAcceptSizeMinor1, "4 reserved bytes end the accept");
+
+// Which parts of the minor-1 extension a body of `kind` with minor field `minor` carries.
+constexpr bool carries_timers(HandshakeKind kind, std::uint8_t minor) {
+  return kind != HandshakeKind::kReject && minor >= 1;
+}
+constexpr bool carries_limits(HandshakeKind kind, std::uint8_t minor) {
+  return kind == HandshakeKind::kAccept && minor >= 1;
+}
 
 constexpr bool minor_in_mask(std::uint8_t minor, std::uint16_t mask) {
   return minor <= kMaxMinor && (mask & (1u << minor)) != 0;
@@ -66,7 +83,7 @@ bool any_raised(const ConnParams& got, const ConnParams& offered) {
 }  // namespace
 
 Encoded<HandshakeError> encode_handshake(const HandshakeBody& b, std::span<std::uint8_t> out) noexcept {
-  const std::size_t n = handshake_size(b.kind);
+  const std::size_t n = handshake_size(b.kind, b.minor);
   if (out.size() < n) return {0, HandshakeError::kBufferTooSmall};
   std::uint8_t* p = out.data();
   std::memset(p, 0, n);
@@ -83,12 +100,22 @@ Encoded<HandshakeError> encode_handshake(const HandshakeBody& b, std::span<std::
   le::store<std::uint64_t>(p + off::kSrcStamp, b.src_incarnation);
   le::store<std::uint64_t>(p + off::kDstStamp, b.dst_incarnation);
   if (b.kind == HandshakeKind::kReject) p[off::kReason] = static_cast<std::uint8_t>(b.reason);
+  if (carries_timers(b.kind, b.minor)) {
+    le::store<std::uint32_t>(p + off::kKeepalive, b.timers.keepalive_ms);
+    le::store<std::uint32_t>(p + off::kDeadPeer, b.timers.dead_peer_ms);
+  }
+  if (carries_limits(b.kind, b.minor)) {
+    le::store<std::uint32_t>(p + off::kBulkDeadline, b.limits.bulk_deadline_ms);
+    le::store<std::uint32_t>(p + off::kMaxValue, b.limits.max_value_bytes);
+    le::store<std::uint16_t>(p + off::kChunkQueue, b.limits.chunk_queue);
+    le::store<std::uint16_t>(p + off::kConnsPerSource, b.limits.max_conns_per_source);
+  }
   return {n, HandshakeError::kOk};
 }
 
 HandshakeError decode_handshake(std::span<const std::uint8_t> in, HandshakeKind expected,
                                 HandshakeBody& out) noexcept {
-  if (in.size() < handshake_size(expected)) return HandshakeError::kTooShort;
+  if (in.size() < handshake_size(expected, 0)) return HandshakeError::kTooShort;
   const std::uint8_t* p = in.data();
   if (le::load<std::uint32_t>(p + off::kMagic) != kHandshakeMagic) return HandshakeError::kBadMagic;
   if (p[off::kKind] != static_cast<std::uint8_t>(expected)) return HandshakeError::kWrongKind;
@@ -98,6 +125,8 @@ HandshakeError decode_handshake(std::span<const std::uint8_t> in, HandshakeKind 
   out.flags = p[off::kFlags];
   out.minor_mask = le::load<std::uint16_t>(p + off::kMinorMask);
   if (!minor_in_mask(out.minor, out.minor_mask)) return HandshakeError::kMinorNotInMask;
+  const std::size_t n = handshake_size(expected, out.minor);
+  if (in.size() < n) return HandshakeError::kTooShort;
   out.params.queue_depth = le::load<std::uint16_t>(p + off::kQueueDepth);
   out.params.max_message_size = le::load<std::uint32_t>(p + off::kMaxMessage);
   out.params.max_fragments = le::load<std::uint16_t>(p + off::kMaxFragments);
@@ -111,6 +140,18 @@ HandshakeError decode_handshake(std::span<const std::uint8_t> in, HandshakeKind 
     if (r == 0 || r > kRejectReasonMax) return HandshakeError::kUnknownRejectReason;
     out.reason = static_cast<RejectReason>(r);
   }
+  out.timers = Timers{};
+  out.limits = Limits{};
+  if (carries_timers(expected, out.minor)) {
+    out.timers.keepalive_ms = le::load<std::uint32_t>(p + off::kKeepalive);
+    out.timers.dead_peer_ms = le::load<std::uint32_t>(p + off::kDeadPeer);
+  }
+  if (carries_limits(expected, out.minor)) {
+    out.limits.bulk_deadline_ms = le::load<std::uint32_t>(p + off::kBulkDeadline);
+    out.limits.max_value_bytes = le::load<std::uint32_t>(p + off::kMaxValue);
+    out.limits.chunk_queue = le::load<std::uint16_t>(p + off::kChunkQueue);
+    out.limits.max_conns_per_source = le::load<std::uint16_t>(p + off::kConnsPerSource);
+  }
   return HandshakeError::kOk;
 }
 
@@ -120,6 +161,7 @@ HandshakeBody make_connect_request(const LocalEndpoint& self, const ConnParams& 
   b.params = own_params(self, device);
   b.params.max_fragments = std::min(b.params.max_fragments, fragments_fitting(b.params.max_message_size));
   b.dst_incarnation = last_peer_incarnation;
+  if (b.minor >= 1) b.timers = self.timers;
   return b;
 }
 
@@ -150,10 +192,12 @@ AcceptOutcome negotiate_accept(std::span<const std::uint8_t> private_data, const
     return reject(RejectReason::kIncompatibleVersion, HandshakeError::kIncompatibleVersion, peer);
   if (req.dst_incarnation != 0 && req.dst_incarnation != self.incarnation)
     return reject(RejectReason::kStale, HandshakeError::kStaleIncarnation, peer);
-  if (!params_sane(req.params))
+  if (!params_sane(req.params) || !timers_sane(req.timers))
     return reject(RejectReason::kBadPrivateData, HandshakeError::kBadParameter, peer);
-  // Our own side is broken (zero device limit, tiny buffers): nothing the peer can fix.
-  if (!params_sane(own)) return reject(RejectReason::kFatal, HandshakeError::kBadParameter, peer);
+  // Our own side is broken (zero device limit, tiny buffers, a dead-peer timeout without a shorter
+  // keepalive): nothing the peer can fix.
+  if (!params_sane(own) || !timers_sane(self.timers))
+    return reject(RejectReason::kFatal, HandshakeError::kBadParameter, peer);
 
   ConnParams p = clamp(own, req.params);
   p.max_fragments = std::min(p.max_fragments, fragments_fitting(p.max_message_size));
@@ -171,6 +215,15 @@ AcceptOutcome negotiate_accept(std::span<const std::uint8_t> private_data, const
   a.params = p;
   a.dst_incarnation = peer;
   o.session = Session{pack_version(self.major, minor), checksum, p, self.incarnation, peer};
+  if (minor >= 1) {
+    // A request with minor 0 in its minor field carries no timers: they stay 0, "no preference".
+    a.timers = Timers{negotiated_keepalive(req.timers.keepalive_ms, self.timers.keepalive_ms),
+                      self.timers.dead_peer_ms};
+    a.limits = self.limits;
+    o.session.keepalive_ms = a.timers.keepalive_ms;
+    o.session.local_dead_peer_ms = self.timers.dead_peer_ms;
+    o.session.peer_dead_peer_ms = req.timers.dead_peer_ms;
+  }
   return o;
 }
 
@@ -189,15 +242,28 @@ HandshakeError complete_connect(const HandshakeBody& sent, std::span<const std::
   if (a.dst_incarnation != sent.src_incarnation ||
       (sent.dst_incarnation != 0 && a.src_incarnation != sent.dst_incarnation))
     return HandshakeError::kStaleIncarnation;
-  if (!params_sane(a.params) || a.params.max_fragments > fragments_fitting(a.params.max_message_size))
+  if (!params_sane(a.params) || a.params.max_fragments > fragments_fitting(a.params.max_message_size) ||
+      !timers_sane(a.timers))
     return HandshakeError::kBadParameter;
-  if (any_raised(a.params, sent.params)) return HandshakeError::kParameterRaised;
+  // The negotiated keepalive is the stricter of the two intervals: above ours (or none while we asked
+  // for one) would let the acceptor stay silent longer than we promised ourselves to wait.
+  // A minor-0 accept (an older acceptor) carries no timers: each side then keeps its own.
+  const std::uint32_t asked = a.minor >= 1 ? sent.timers.keepalive_ms : 0;
+  if (any_raised(a.params, sent.params) ||
+      (asked != 0 && (a.timers.keepalive_ms == 0 || a.timers.keepalive_ms > asked)))
+    return HandshakeError::kParameterRaised;
   // An acceptor that skipped the depth floor (an older build) must not get us to run the credit
   // machine outside its proof.
   if (a.params.queue_depth < required_queue_depth(self.min_queue_depth) ||
       a.params.max_fragments < self.min_fragments)
     return HandshakeError::kBelowMinimum;
   out = Session{pack_version(a.major, a.minor), checksum, a.params, sent.src_incarnation, a.src_incarnation};
+  if (a.minor >= 1) {
+    out.keepalive_ms = a.timers.keepalive_ms;
+    out.local_dead_peer_ms = sent.timers.dead_peer_ms;
+    out.peer_dead_peer_ms = a.timers.dead_peer_ms;
+    out.peer_limits = a.limits;
+  }
   return HandshakeError::kOk;
 }
 

@@ -38,6 +38,10 @@ struct HandshakeBody {
   std::uint64_t dst_incarnation = 0;               // request: peer stamp last seen (0: none);
                                                    // accept/reject: the requester's stamp
   RejectReason reason = RejectReason::kNone;       // reject only
+  // Minor-1 extension (docs §3.8): on the wire in a request whose minor (the sender's highest) is >= 1 and
+  // in an accept whose chosen minor is >= 1; zero otherwise and always in a reject.
+  Timers timers{};  // request: the initiator's; accept: the negotiated keepalive, the acceptor's dead-peer
+  Limits limits{};  // accept only: the acceptor's
 
   friend constexpr bool operator==(const HandshakeBody&, const HandshakeBody&) = default;
 };
@@ -53,11 +57,22 @@ struct LocalEndpoint {
   bool want_checksum = false;           // ask for (or, as acceptor, impose) CRC32C
   std::uint8_t major = kProtocolMajor;  // overridable so tests can model other builds
   std::uint16_t minor_mask = kSupportedMinorMask;
+  Timers timers{};  // announced in minor-1 requests and accepts; must be timers_sane()
+  Limits limits{};  // announced in minor-1 accepts
 };
 
-// Size of the encoded body of `kind`.
-constexpr std::size_t handshake_size(HandshakeKind kind) {
-  return kind == HandshakeKind::kReject ? kConnectRejectSize : kConnectRequestSize;
+// Size of the encoded body of `kind` whose minor field is `minor` (a request's: the sender's highest; an
+// accept's: the chosen one). Rejects carry no extension.
+constexpr std::size_t handshake_size(HandshakeKind kind, std::uint8_t minor) {
+  switch (kind) {
+    case HandshakeKind::kRequest:
+      return minor >= 1 ? kConnectRequestSizeMinor1 : kConnectRequestSize;
+    case HandshakeKind::kAccept:
+      return minor >= 1 ? kConnectAcceptSizeMinor1 : kConnectAcceptSize;
+    case HandshakeKind::kReject:
+      break;
+  }
+  return kConnectRejectSize;
 }
 
 // Highest minor in a nonzero mask.
@@ -68,13 +83,14 @@ constexpr std::uint8_t highest_minor(std::uint16_t mask) {
   return m;
 }
 
-// Writes exactly handshake_size(body.kind) bytes; reserved bytes are zero. Fails only with
+// Writes exactly handshake_size(body.kind, body.minor) bytes; reserved bytes are zero. Fails only with
 // kBufferTooSmall.
 Encoded<HandshakeError> encode_handshake(const HandshakeBody& body, std::span<std::uint8_t> out) noexcept;
 
-// Syntactic checks: length, magic, kind == expected, minor within its own mask, nonzero source
-// stamp, known reject reason. Bytes past the body are ignored (IB pads private data with zeros,
-// and later minors may append fields). Parameters are judged by negotiation, not here.
+// Syntactic checks: length (the minor-0 body, then the extension its minor field calls for), magic,
+// kind == expected, minor within its own mask, nonzero source stamp, known reject reason. Bytes past the
+// body are ignored (IB pads private data with zeros, and later minors may append fields). Parameters and
+// timers are judged by negotiation, not here.
 HandshakeError decode_handshake(std::span<const std::uint8_t> in, HandshakeKind expected,
                                 HandshakeBody& out) noexcept;
 

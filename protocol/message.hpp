@@ -41,7 +41,7 @@ constexpr bool is_request(MessageType t) {
 enum class CompletionStatus : std::uint32_t {
   kOk = 0,             // done; byte_count bytes moved through the chunk (0 for inline requests)
   kBulkFailed = 1,     // an RDMA READ/WRITE against the requester's chunk failed
-  kChunkTooSmall = 2,  // the write chunk cannot hold the result
+  kTooSmall = 2,       // the result does not fit where the requester wants it; byte count: the size needed
   kUnknownOpcode = 3,  // no service handles this opcode
   kNoResources = 4,    // the responder could not take the request now; retrying may work
   kBadRequest = 5,     // the service rejected the request's payload

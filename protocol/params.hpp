@@ -44,6 +44,41 @@ constexpr std::uint16_t required_queue_depth(std::uint16_t own_minimum) {
   return std::max(own_minimum, kMinCreditQueueDepth);
 }
 
+// Liveness timers a side announces in a minor-1 handshake (docs/protocol.md §3.8), in milliseconds.
+// keepalive_ms: the longest it stays silent before sending a NOOP (0: no keepalive of its own, the
+// peer's decides); dead_peer_ms: how long it waits without receiving before it closes (0: never).
+struct Timers {
+  std::uint32_t keepalive_ms = 0;
+  std::uint32_t dead_peer_ms = 0;
+
+  friend constexpr bool operator==(const Timers&, const Timers&) = default;
+};
+
+// A side that closes silent peers must say how often it keeps the connection alive itself, and the
+// silence it tolerates must exceed that interval; otherwise the announcement is nonsense.
+constexpr bool timers_sane(const Timers& t) {
+  return t.dead_peer_ms == 0 || (t.keepalive_ms != 0 && t.keepalive_ms < t.dead_peer_ms);
+}
+
+// The connection's keepalive interval: the smaller of the two announced intervals, a 0 standing for
+// "no preference". Both sides compute it, so each keeps the connection alive for the stricter one.
+constexpr std::uint32_t negotiated_keepalive(std::uint32_t a, std::uint32_t b) {
+  if (a == 0) return b;
+  if (b == 0) return a;
+  return std::min(a, b);
+}
+
+// Limits of the acceptor's services announced in a minor-1 accept (docs/protocol.md §3.8), so a peer
+// can read them without provoking a refusal. 0 in any field: not announced.
+struct Limits {
+  std::uint32_t bulk_deadline_ms = 0;  // a chunk's transfer not done by then closes the connection
+  std::uint32_t max_value_bytes = 0;   // largest object a service stores (the object service's max value)
+  std::uint16_t chunk_queue = 0;       // chunk requests that may wait per connection behind the one moving
+  std::uint16_t max_conns_per_source = 0;  // connections admitted from one source address
+
+  friend constexpr bool operator==(const Limits&, const Limits&) = default;
+};
+
 // What the message codec needs to know about one established connection.
 struct Session {
   std::uint8_t version = pack_version(kProtocolMajor, kProtocolMinor);  // negotiated; on every header
@@ -51,6 +86,12 @@ struct Session {
   ConnParams params;                    // negotiated limits, identical on both sides
   std::uint64_t local_incarnation = 0;  // our stamp: expected as destination of every received message
   std::uint64_t peer_incarnation = 0;   // peer's stamp from the handshake: expected as source
+  // Minor >= 1 only (all 0 on a minor-0 connection): the negotiated keepalive interval and each side's
+  // announced dead-peer timeout, in ms; the initiator also learns the acceptor's limits.
+  std::uint32_t keepalive_ms = 0;
+  std::uint32_t local_dead_peer_ms = 0;
+  std::uint32_t peer_dead_peer_ms = 0;
+  Limits peer_limits{};
 
   friend constexpr bool operator==(const Session&, const Session&) = default;
 };

@@ -11,9 +11,10 @@ namespace rdmagate::protocol {
 // The major changes only for incompatible layouts. Minors are negotiated: each side advertises a
 // 16-bit mask of the minors it speaks and the highest common one wins (RDS style).
 inline constexpr std::uint8_t kProtocolMajor = 1;
-inline constexpr std::uint8_t kProtocolMinor = 0;              // highest minor we speak
-inline constexpr std::uint16_t kSupportedMinorMask = 1u << 0;  // bit i set: we speak minor i
-inline constexpr unsigned kMaxMinor = 15;                      // a u16 mask holds minors 0..15
+// Minor 1 appends liveness timers to the request and timers and limits to the accept (docs §3.8).
+inline constexpr std::uint8_t kProtocolMinor = 1;                            // highest minor we speak
+inline constexpr std::uint16_t kSupportedMinorMask = (1u << 0) | (1u << 1);  // bit i set: we speak minor i
+inline constexpr unsigned kMaxMinor = 15;                                    // a u16 mask holds minors 0..15
 
 static_assert(kProtocolMajor >= 1 && kProtocolMajor <= 15, "major must fit the header's high nibble");
 static_assert(kProtocolMinor <= kMaxMinor, "minor must fit the header's low nibble and the mask");
@@ -33,19 +34,25 @@ inline constexpr std::size_t kCmRejectPrivateDataMax = 148;
 
 // ---- handshake bodies --------------------------------------------------------------------------
 inline constexpr std::uint32_t kHandshakeMagic = 0x53484752;  // bytes on the wire: 'R' 'G' 'H' 'S'
+// Minor-0 sizes; a body whose minor is 1 or more also carries the minor-1 extension (a request when the
+// sender's highest minor is >= 1, an accept when the chosen one is). Later minors only append.
 inline constexpr std::size_t kConnectRequestSize = 40;
 inline constexpr std::size_t kConnectAcceptSize = 40;
 inline constexpr std::size_t kConnectRejectSize = 44;
-inline constexpr std::size_t kMaxHandshakeSize = 44;  // a buffer this big holds any body
+inline constexpr std::size_t kConnectRequestSizeMinor1 = 48;  // + keepalive ms, dead-peer ms
+inline constexpr std::size_t kConnectAcceptSizeMinor1 = 64;   // + timers, limits, reserved
+inline constexpr std::size_t kMaxHandshakeSize = 64;          // a buffer this big holds any body
 inline constexpr std::uint8_t kHandshakeFlagChecksum = 1u
                                                        << 0;  // request: "I want CRC32C"; accept: "CRC32C on"
 inline constexpr std::uint8_t kHandshakeFlagsKnown = kHandshakeFlagChecksum;  // defined in minor 0
 
-static_assert(kConnectRequestSize <= kCmConnectRequestPrivateDataMax, "request exceeds the IB CM REQ limit");
-static_assert(kConnectAcceptSize <= kCmAcceptPrivateDataMax, "accept exceeds the IB CM REP limit");
+static_assert(kConnectRequestSizeMinor1 <= kCmConnectRequestPrivateDataMax,
+              "request exceeds the IB CM REQ limit");
+static_assert(kConnectAcceptSizeMinor1 <= kCmAcceptPrivateDataMax, "accept exceeds the IB CM REP limit");
 static_assert(kConnectRejectSize <= kCmRejectPrivateDataMax, "reject exceeds the IB CM REJ limit");
-static_assert(kMaxHandshakeSize >= kConnectRequestSize && kMaxHandshakeSize >= kConnectAcceptSize &&
-              kMaxHandshakeSize >= kConnectRejectSize);
+static_assert(kMaxHandshakeSize >= kConnectRequestSizeMinor1 &&
+              kMaxHandshakeSize >= kConnectAcceptSizeMinor1 && kMaxHandshakeSize >= kConnectRejectSize);
+static_assert(kMaxHandshakeSize <= 255, "rdma_conn_param::private_data_len is a u8");
 
 // ---- message framing ---------------------------------------------------------------------------
 inline constexpr std::uint16_t kMessageMagic = 0x4752;  // bytes on the wire: 'R' 'G'

@@ -39,7 +39,8 @@ inline Session sender_session(std::uint8_t selector) {
 
 // ---- handshake target: selector bit 0 = acceptor wants checksums; bit 1 = acceptor minimums
 //      8 credits / 2 fragments; bit 2 = small device; bit 3 = initiator reconnects (names the
-//      acceptor's stamp); bit 4 = initiator wants checksums.
+//      acceptor's stamp); bit 4 = initiator wants checksums; bit 5 = both announce timers (minor 1)
+//      and the acceptor its limits; bit 6 = the initiator speaks minor 0 only (an older build).
 inline constexpr std::uint64_t kAcceptorStamp = 0xa5a5a5a5a5a5a5a5ull;
 inline constexpr std::uint64_t kInitiatorStamp = 0x5a5a5a5a5a5a5a5aull;
 
@@ -48,6 +49,10 @@ inline LocalEndpoint acceptor(std::uint8_t selector) {
   e.incarnation = kAcceptorStamp;
   e.params = ConnParams{128, 4096, 16, 1u << 20};
   e.want_checksum = (selector & 1) != 0;
+  if (selector & 32) {
+    e.timers = Timers{1000, 10000};
+    e.limits = Limits{30000, 4u << 20, 4, 8};
+  }
   if (selector & 2) {
     e.min_queue_depth = 8;
     e.min_fragments = 2;
@@ -64,6 +69,8 @@ inline LocalEndpoint initiator(std::uint8_t selector) {
   e.incarnation = kInitiatorStamp;
   e.params = ConnParams{64, 2048, 8, 1u << 22};
   e.want_checksum = (selector & 16) != 0;
+  if (selector & 32) e.timers = Timers{250, 2000};
+  if (selector & 64) e.minor_mask = 1;
   return e;
 }
 

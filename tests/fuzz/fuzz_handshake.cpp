@@ -3,6 +3,8 @@
 // Invariants: decode -> encode -> decode is the identity; an accepted request yields parameters
 // no larger than any of the three bounds, and the accept it produces completes on the initiator
 // with the mirror-image session; a refused one yields a well-formed reject with our parameters.
+// Minor 1: the negotiated keepalive is the stricter announced interval, both sides learn the same
+// timers, the initiator the acceptor's limits; a minor-0 connection carries none.
 
 #include <array>
 #include <cstring>
@@ -17,7 +19,7 @@ namespace {
 std::array<std::uint8_t, kMaxHandshakeSize> encode_or_die(const HandshakeBody& b, std::size_t& n) {
   std::array<std::uint8_t, kMaxHandshakeSize> out{};
   const Encoded<HandshakeError> e = encode_handshake(b, out);
-  RDMAGATE_FUZZ_CHECK(e.ok() && e.size == handshake_size(b.kind));
+  RDMAGATE_FUZZ_CHECK(e.ok() && e.size == handshake_size(b.kind, b.minor));
   n = e.size;
   return out;
 }
@@ -64,6 +66,17 @@ void acceptor_side(std::span<const std::uint8_t> pd, std::uint8_t sel) {
                       o.session.peer_incarnation == req.src_incarnation);
   RDMAGATE_FUZZ_CHECK(o.reply.kind == HandshakeKind::kAccept && o.reply.params == p);
   check_round_trip(o.reply);
+  RDMAGATE_FUZZ_CHECK(timers_sane(req.timers) && timers_sane(o.reply.timers));
+  if (o.reply.minor >= 1) {
+    RDMAGATE_FUZZ_CHECK(o.session.keepalive_ms ==
+                        negotiated_keepalive(req.timers.keepalive_ms, self.timers.keepalive_ms));
+    RDMAGATE_FUZZ_CHECK(o.reply.timers == (Timers{o.session.keepalive_ms, self.timers.dead_peer_ms}));
+    RDMAGATE_FUZZ_CHECK(o.reply.limits == self.limits &&
+                        o.session.peer_dead_peer_ms == req.timers.dead_peer_ms);
+  } else {
+    RDMAGATE_FUZZ_CHECK(o.reply.timers == Timers{} && o.reply.limits == Limits{});
+    RDMAGATE_FUZZ_CHECK(o.session.keepalive_ms == 0 && o.session.local_dead_peer_ms == 0);
+  }
 
   // The initiator that sent this request completes with the mirror image of our session.
   std::size_t n = 0;
@@ -75,6 +88,10 @@ void acceptor_side(std::span<const std::uint8_t> pd, std::uint8_t sel) {
   RDMAGATE_FUZZ_CHECK(s.version == o.session.version && s.checksum == o.session.checksum && s.params == p);
   RDMAGATE_FUZZ_CHECK(s.local_incarnation == o.session.peer_incarnation &&
                       s.peer_incarnation == o.session.local_incarnation);
+  RDMAGATE_FUZZ_CHECK(s.keepalive_ms == o.session.keepalive_ms &&
+                      s.local_dead_peer_ms == o.session.peer_dead_peer_ms &&
+                      s.peer_dead_peer_ms == o.session.local_dead_peer_ms);
+  RDMAGATE_FUZZ_CHECK(s.peer_limits == o.reply.limits);
 }
 
 void initiator_side(std::span<const std::uint8_t> pd, std::uint8_t sel) {
@@ -88,6 +105,11 @@ void initiator_side(std::span<const std::uint8_t> pd, std::uint8_t sel) {
   RDMAGATE_FUZZ_CHECK(s.local_incarnation == self.incarnation && s.peer_incarnation != 0);
   RDMAGATE_FUZZ_CHECK(sent.dst_incarnation == 0 || s.peer_incarnation == sent.dst_incarnation);
   RDMAGATE_FUZZ_CHECK(!self.want_checksum || s.checksum);
+  // Whatever the accept said, we never end up quieter than we asked, nor with a peer that calls us dead
+  // before its own keepalive.
+  if (s.version != pack_version(self.major, 0) && sent.timers.keepalive_ms != 0)
+    RDMAGATE_FUZZ_CHECK(s.keepalive_ms != 0 && s.keepalive_ms <= sent.timers.keepalive_ms);
+  RDMAGATE_FUZZ_CHECK(timers_sane(Timers{s.keepalive_ms, s.peer_dead_peer_ms}));
 }
 
 void reject_side(std::span<const std::uint8_t> pd) {

@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
 
   // Handshake bodies: requests (first connect and reconnect, with and without checksum), the
   // accept the acceptor gives them, and every reject reason.
-  for (std::uint8_t sel : {0x00, 0x01, 0x02, 0x04, 0x08, 0x10, 0x1f}) {
+  for (std::uint8_t sel : {0x00, 0x01, 0x02, 0x04, 0x08, 0x10, 0x1f, 0x20, 0x3f, 0x40, 0x60}) {
     const HandshakeBody req = initiator_request(sel);
     std::array<std::uint8_t, kCmConnectRequestPrivateDataMax> buf{};  // IB pads to 56 bytes
     const auto e = encode_handshake(req, buf);

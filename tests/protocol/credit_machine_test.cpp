@@ -474,6 +474,53 @@ TEST(CreditTimers, ALiveReloadTakesEffectFromTheLastSendAndReceive) {
   EXPECT_TRUE(r.m.peer_dead(11'200));
 }
 
+// A minor-1 connection: the handshake told the peer our keepalive interval and dead-peer timeout, so a
+// reload may make us stricter (keepalive sooner, dead later) but never break the promise.
+TEST(CreditTimers, AnnouncedTimersBoundALiveReload) {
+  CreditConfig c{16, 0, 0, 0};
+  Session s;
+  s.keepalive_ms = 250;
+  s.local_dead_peer_ms = 4000;
+  set_session_timers(c, s, /*own keepalive*/ 1000 * 10, /*own dead*/ 3000 * 10, /*ticks per ms*/ 10);
+  EXPECT_EQ(c.keepalive_interval, 2500u);   // the negotiated interval, not our own
+  EXPECT_EQ(c.dead_peer_timeout, 40'000u);  // raised to what we announced
+  EXPECT_EQ(c.keepalive_ceiling, 2500u);
+  EXPECT_EQ(c.dead_peer_floor, 40'000u);
+  Rig r(c, 0);
+  EXPECT_EQ(r.m.keepalive_interval(), 2500u);
+  r.m.set_timers(100, 100'000);  // stricter keepalive, longer patience: taken
+  EXPECT_EQ(r.m.keepalive_interval(), 100u);
+  EXPECT_EQ(r.m.dead_peer_timeout(), 100'000u);
+  r.m.set_timers(9000, 20'000);  // quieter than announced, sooner dead: clamped to the promise
+  EXPECT_EQ(r.m.keepalive_interval(), 2500u);
+  EXPECT_EQ(r.m.dead_peer_timeout(), 40'000u);
+  r.m.set_timers(0, 0);  // no keepalive breaks the promise; never dead does not
+  EXPECT_EQ(r.m.keepalive_interval(), 2500u);
+  EXPECT_EQ(r.m.dead_peer_timeout(), 0u);
+  EXPECT_EQ(r.m.noop_reason(2499), NoopReason::kNone);
+  EXPECT_EQ(r.m.noop_reason(2500), NoopReason::kKeepalive);
+}
+
+// A minor-0 connection announced nothing: our own local times, and a reload applies as it is.
+TEST(CreditTimers, Minor0SessionsKeepLocalTimesUnbounded) {
+  CreditConfig c{16, 0, 0, 0};
+  set_session_timers(c, Session{}, 700, 9000, 10);
+  EXPECT_EQ(c.keepalive_interval, 700u);
+  EXPECT_EQ(c.dead_peer_timeout, 9000u);
+  EXPECT_EQ(c.keepalive_ceiling, 0u);
+  EXPECT_EQ(c.dead_peer_floor, 0u);
+  Rig r(c, 0);
+  r.m.set_timers(0, 5);
+  EXPECT_EQ(r.m.keepalive_interval(), 0u);
+  EXPECT_EQ(r.m.dead_peer_timeout(), 5u);
+  // A peer that negotiated a keepalive while we announced no dead-peer timeout: no floor, own timeout kept.
+  Session s;
+  s.keepalive_ms = 100;
+  set_session_timers(c, s, 0, 0, 10);
+  EXPECT_EQ(c.keepalive_interval, 1000u);
+  EXPECT_EQ(c.dead_peer_timeout, 0u);
+}
+
 TEST(CreditLiveness, DisabledByZeroAndTimeGoingBackwardsIsNotSilence) {
   Rig off(CreditConfig{16, 0, 0, 0});
   EXPECT_FALSE(off.m.peer_dead(~std::uint64_t{0}));

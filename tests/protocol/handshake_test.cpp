@@ -55,11 +55,58 @@ TEST(HandshakeLayout, FitsRdmaCmPrivateDataLimits) {
   EXPECT_EQ(kCmConnectRequestPrivateDataMax, 56u);
   EXPECT_EQ(kCmAcceptPrivateDataMax, 196u);
   EXPECT_EQ(kCmRejectPrivateDataMax, 148u);
-  EXPECT_LE(handshake_size(HandshakeKind::kRequest), kCmConnectRequestPrivateDataMax);
-  EXPECT_LE(handshake_size(HandshakeKind::kAccept), kCmAcceptPrivateDataMax);
-  EXPECT_LE(handshake_size(HandshakeKind::kReject), kCmRejectPrivateDataMax);
-  EXPECT_EQ(encode(request_body()).size(), 40u);
+  for (std::uint8_t minor = 0; minor <= kMaxMinor; ++minor) {
+    EXPECT_LE(handshake_size(HandshakeKind::kRequest, minor), kCmConnectRequestPrivateDataMax);
+    EXPECT_LE(handshake_size(HandshakeKind::kAccept, minor), kCmAcceptPrivateDataMax);
+    EXPECT_LE(handshake_size(HandshakeKind::kReject, minor), kCmRejectPrivateDataMax);
+  }
+  EXPECT_EQ(encode(request_body()).size(), 48u);  // minor 1: + keepalive, dead-peer
+  EXPECT_EQ(encode(accept_request(request_body()).reply).size(), 64u);
   EXPECT_EQ(encode(make_reject(acceptor(), kDevice, RejectReason::kRace, 1)).size(), 44u);
+  LocalEndpoint old = initiator();
+  old.minor_mask = 1;
+  EXPECT_EQ(encode(make_connect_request(old, kDevice, 0)).size(), 40u);
+  EXPECT_EQ(encode(accept_request(make_connect_request(old, kDevice, 0)).reply).size(), 40u);
+}
+
+// Pins the minor-1 extensions (docs/protocol.md §3.8): request bytes 40..47, accept bytes 40..63.
+TEST(HandshakeLayout, GoldenMinor1RequestAndAcceptBytes) {
+  HandshakeBody b;
+  b.kind = HandshakeKind::kRequest;
+  b.minor = 1;
+  b.minor_mask = 0x0003;
+  b.params = ConnParams{0x0102, 0x03040506, 0x0708, 0x090a0b0c};
+  b.src_incarnation = 0x1122334455667788ull;
+  b.timers = Timers{0x11223344, 0x55667788};
+  const std::vector<std::uint8_t> head = {
+      'R',  'G',  'H',  'S',  0x01, 0x01, 0x01, 0x00,   // magic, kind, major, minor, flags
+      0x03, 0x00, 0x02, 0x01, 0x06, 0x05, 0x04, 0x03,   // mask, depth, max message
+      0x08, 0x07, 0x00, 0x00, 0x0c, 0x0b, 0x0a, 0x09,   // fragments, reserved, max bulk
+      0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,   // src stamp
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};  // dst stamp
+  std::vector<std::uint8_t> want = head;
+  want.insert(want.end(), {0x44, 0x33, 0x22, 0x11, 0x88, 0x77, 0x66, 0x55});  // keepalive, dead-peer
+  EXPECT_EQ(encode(b), want);
+  HandshakeBody d;
+  ASSERT_EQ(decode_handshake(want, HandshakeKind::kRequest, d), HandshakeError::kOk);
+  EXPECT_EQ(d, b);
+
+  b.kind = HandshakeKind::kAccept;
+  b.limits = Limits{0xa1a2a3a4, 0xb1b2b3b4, 0xc1c2, 0xd1d2};
+  want[4] = 0x02;
+  want.insert(want.end(),
+              {0xa4, 0xa3, 0xa2, 0xa1, 0xb4, 0xb3, 0xb2, 0xb1,    // bulk deadline, max value
+               0xc2, 0xc1, 0xd2, 0xd1, 0x00, 0x00, 0x00, 0x00});  // chunk queue, per source, reserved
+  EXPECT_EQ(encode(b), want);
+  ASSERT_EQ(decode_handshake(want, HandshakeKind::kAccept, d), HandshakeError::kOk);
+  EXPECT_EQ(d, b);
+  // The same accept with minor 0 is the 40-byte body: the extension's bytes are neither sent nor read.
+  b.minor = 0;
+  want[6] = 0;
+  EXPECT_EQ(encode(b), std::vector<std::uint8_t>(want.begin(), want.begin() + 40));
+  ASSERT_EQ(decode_handshake(want, HandshakeKind::kAccept, d), HandshakeError::kOk);
+  EXPECT_EQ(d.timers, Timers{});
+  EXPECT_EQ(d.limits, Limits{});
 }
 
 // Pins the byte layout documented in docs/protocol.md.
@@ -128,7 +175,7 @@ TEST(HandshakeCodec, EveryPrivateDataLength) {
   for (std::size_t n = 0; n <= bytes.size(); ++n) {
     HandshakeBody d;
     const HandshakeError e = decode_handshake({bytes.data(), n}, HandshakeKind::kRequest, d);
-    EXPECT_EQ(e, n < kConnectRequestSize ? HandshakeError::kTooShort : HandshakeError::kOk) << n;
+    EXPECT_EQ(e, n < kConnectRequestSizeMinor1 ? HandshakeError::kTooShort : HandshakeError::kOk) << n;
   }
   std::vector<std::uint8_t> rej = encode(make_reject(acceptor(), kDevice, RejectReason::kFatal, 0));
   HandshakeBody d;
@@ -170,6 +217,27 @@ TEST(HandshakeCodec, DecodeErrors) {
   EXPECT_EQ(decode_handshake(rej, HandshakeKind::kReject, d), HandshakeError::kUnknownRejectReason);
   rej[40] = kRejectReasonMax + 1;
   EXPECT_EQ(decode_handshake(rej, HandshakeKind::kReject, d), HandshakeError::kUnknownRejectReason);
+}
+
+// The extension's size follows the minor field, not the bytes received: IB pads private data with zeros,
+// so a minor-0 body arrives as long as a minor-1 one, and a minor-1 body cut to 40 bytes is short.
+TEST(HandshakeCodec, ExtensionPresenceFollowsTheMinorField) {
+  const auto req = encode(request_body());
+  HandshakeBody d;
+  EXPECT_EQ(decode_handshake({req.data(), 40}, HandshakeKind::kRequest, d), HandshakeError::kTooShort);
+  EXPECT_EQ(decode_handshake({req.data(), 47}, HandshakeKind::kRequest, d), HandshakeError::kTooShort);
+  const auto acc = encode(accept_request(request_body()).reply);
+  EXPECT_EQ(decode_handshake({acc.data(), 40}, HandshakeKind::kAccept, d), HandshakeError::kTooShort);
+  EXPECT_EQ(decode_handshake({acc.data(), 63}, HandshakeKind::kAccept, d), HandshakeError::kTooShort);
+  EXPECT_EQ(decode_handshake(acc, HandshakeKind::kAccept, d), HandshakeError::kOk);
+
+  LocalEndpoint old = initiator();
+  old.minor_mask = 1;
+  old.timers = Timers{500, 4000};
+  auto padded = encode(make_connect_request(old, kDevice, 0));
+  padded.resize(kCmConnectRequestPrivateDataMax, 0xee);  // whatever follows a minor-0 body is not timers
+  ASSERT_EQ(decode_handshake(padded, HandshakeKind::kRequest, d), HandshakeError::kOk);
+  EXPECT_EQ(d.timers, Timers{});
 }
 
 // Reserved bytes are sent as zero and ignored on receipt (room for later minors).
@@ -258,8 +326,8 @@ TEST(Negotiate, RejectsMajorMismatchAsIncompatible) {
 
 TEST(Negotiate, RejectsNoCommonMinorAsIncompatible) {
   HandshakeBody req = request_body();
-  req.minor_mask = 0b0110;
-  req.minor = 2;
+  req.minor_mask = 0b1100;
+  req.minor = 3;
   EXPECT_EQ(accept_request(req).reason, RejectReason::kIncompatibleVersion);
 }
 
@@ -475,8 +543,8 @@ TEST(CompleteConnect, RefusesBadAccepts) {
   expect_refused([](HandshakeBody& a) { a.major = 2; }, HandshakeError::kIncompatibleVersion);
   expect_refused(
       [](HandshakeBody& a) {
-        a.minor = 1;  // we never offered minor 1
-        a.minor_mask = 0b11;
+        a.minor = 2;  // we never offered minor 2
+        a.minor_mask = 0b111;
       },
       HandshakeError::kIncompatibleVersion);
   expect_refused([](HandshakeBody& a) { a.flags = 0x80; }, HandshakeError::kBadFlags);
@@ -591,6 +659,100 @@ TEST(CompleteConnect, RefusesLowerMinorThanHighestCommon) {
   EXPECT_EQ(complete_connect(h.sent, encode(a), ini, s), HandshakeError::kIncompatibleVersion);
   EXPECT_EQ(complete_connect(h.sent, h.reply, ini, s), HandshakeError::kOk);
   EXPECT_EQ(s.version, pack_version(1, 1));
+}
+
+// ---- minor 1: timers and limits ------------------------------------------------------------------
+
+TEST(Minor1, KeepaliveIsTheStricterIntervalAndBothSidesLearnIt) {
+  struct Case {
+    std::uint32_t ini_keepalive, acc_keepalive, want;
+  };
+  for (const Case c : {Case{0, 1000, 1000}, Case{250, 1000, 250}, Case{5000, 1000, 1000}, Case{300, 0, 300},
+                       Case{0, 0, 0}}) {
+    LocalEndpoint ini = initiator(), acc = acceptor();
+    ini.timers = Timers{c.ini_keepalive, c.ini_keepalive == 0 ? 0 : 3 * c.ini_keepalive};
+    acc.timers = Timers{c.acc_keepalive, c.acc_keepalive == 0 ? 0 : 10 * c.acc_keepalive};
+    acc.limits = Limits{30000, 4u << 20, 4, 8};
+    const Handshake h = run(ini, acc);
+    ASSERT_EQ(h.outcome.reason, RejectReason::kNone);
+    EXPECT_EQ(h.outcome.reply.timers, (Timers{c.want, acc.timers.dead_peer_ms}));
+    Session s;
+    ASSERT_EQ(complete_connect(h.sent, h.reply, ini, s), HandshakeError::kOk) << c.ini_keepalive;
+    const Session& a = h.outcome.session;
+    EXPECT_EQ(s.keepalive_ms, c.want);
+    EXPECT_EQ(a.keepalive_ms, c.want);
+    EXPECT_EQ(s.local_dead_peer_ms, ini.timers.dead_peer_ms);
+    EXPECT_EQ(s.peer_dead_peer_ms, acc.timers.dead_peer_ms);
+    EXPECT_EQ(a.local_dead_peer_ms, acc.timers.dead_peer_ms);
+    EXPECT_EQ(a.peer_dead_peer_ms, ini.timers.dead_peer_ms);
+    EXPECT_EQ(s.peer_limits, acc.limits);
+    EXPECT_EQ(s.version, pack_version(1, 1));
+  }
+}
+
+// A 1.0 peer on either side: minor 0, the 40-byte bodies, no timers; each side keeps its own.
+TEST(Minor1, InteroperatesWithMinor0PeersBothWays) {
+  LocalEndpoint old_ini = initiator(), new_acc = acceptor();
+  old_ini.minor_mask = 1;
+  new_acc.timers = Timers{1000, 10000};
+  new_acc.limits = Limits{30000, 1, 4, 8};
+  Handshake h = run(old_ini, new_acc);
+  ASSERT_EQ(h.outcome.reason, RejectReason::kNone);
+  EXPECT_EQ(h.outcome.reply.minor, 0);
+  EXPECT_EQ(h.reply.size(), 40u);
+  EXPECT_EQ(h.outcome.session.keepalive_ms, 0u);
+  EXPECT_EQ(h.outcome.session.local_dead_peer_ms, 0u);
+  Session s;
+  ASSERT_EQ(complete_connect(h.sent, h.reply, old_ini, s), HandshakeError::kOk);
+  EXPECT_EQ(s.version, pack_version(1, 0));
+
+  LocalEndpoint new_ini = initiator(), old_acc = acceptor();
+  new_ini.timers = Timers{200, 2000};
+  old_acc.minor_mask = 1;
+  h = run(new_ini, old_acc);
+  ASSERT_EQ(h.outcome.reason, RejectReason::kNone);
+  EXPECT_EQ(h.reply.size(), 40u);
+  ASSERT_EQ(complete_connect(h.sent, h.reply, new_ini, s), HandshakeError::kOk);
+  EXPECT_EQ(s.version, pack_version(1, 0));
+  EXPECT_EQ(s.keepalive_ms, 0u);
+  EXPECT_EQ(s.local_dead_peer_ms, 0u);
+  EXPECT_EQ(s.peer_limits, Limits{});
+}
+
+TEST(Minor1, NonsenseTimersAreBadPrivateDataOrFatal) {
+  for (const Timers t : {Timers{0, 1000}, Timers{1000, 1000}, Timers{2000, 1000}}) {
+    LocalEndpoint ini = initiator();
+    ini.timers = t;
+    Handshake h = run(ini, acceptor());
+    EXPECT_EQ(h.outcome.reason, RejectReason::kBadPrivateData);
+    EXPECT_EQ(h.outcome.error, HandshakeError::kBadParameter);
+    LocalEndpoint acc = acceptor();
+    acc.timers = t;
+    h = run(initiator(), acc);
+    EXPECT_EQ(h.outcome.reason, RejectReason::kFatal);
+  }
+  EXPECT_TRUE(timers_sane(Timers{0, 0}));
+  EXPECT_TRUE(timers_sane(Timers{999, 1000}));
+  EXPECT_TRUE(timers_sane(Timers{5, 0}));
+}
+
+TEST(Minor1, InitiatorRefusesAKeepaliveLooserThanItsOwn) {
+  LocalEndpoint ini = initiator(), acc = acceptor();
+  ini.timers = Timers{500, 5000};
+  acc.timers = Timers{1000, 10000};
+  const Handshake h = run(ini, acc);
+  ASSERT_EQ(h.outcome.reply.timers.keepalive_ms, 500u);
+  Session s;
+  auto with_timers = [&](Timers t) {
+    HandshakeBody a = h.outcome.reply;
+    a.timers = t;
+    return complete_connect(h.sent, encode(a), ini, s);
+  };
+  EXPECT_EQ(with_timers(Timers{501, 10000}), HandshakeError::kParameterRaised);
+  EXPECT_EQ(with_timers(Timers{0, 0}), HandshakeError::kParameterRaised);   // no keepalive at all
+  EXPECT_EQ(with_timers(Timers{500, 500}), HandshakeError::kBadParameter);  // dead before its own keepalive
+  EXPECT_EQ(with_timers(Timers{400, 0}), HandshakeError::kOk);              // stricter is fine
+  EXPECT_EQ(s.keepalive_ms, 400u);
 }
 
 TEST(MakeConnectRequest, ClampsOwnOfferToDeviceAndCaps) {

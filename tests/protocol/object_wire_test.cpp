@@ -176,7 +176,7 @@ TEST(ObjectWire, ErrorNamesAreDistinctAndKnown) {
   EXPECT_STREQ(object_status_name(0x99), "unknown_status");
   // Transport statuses keep their meaning.
   EXPECT_EQ(static_cast<std::uint32_t>(ObjectStatus::kTooSmall),
-            static_cast<std::uint32_t>(CompletionStatus::kChunkTooSmall));
+            static_cast<std::uint32_t>(CompletionStatus::kTooSmall));
   EXPECT_EQ(static_cast<std::uint32_t>(ObjectStatus::kNoResources),
             static_cast<std::uint32_t>(CompletionStatus::kNoResources));
   EXPECT_GE(static_cast<std::uint32_t>(ObjectStatus::kNotFound), kStatusApplicationBase);
