@@ -37,7 +37,7 @@ struct EchoService {
     const std::uint32_t stored = c.svc.as<ConnState>().stored;
     if (r.chunk.total_length() < stored) {
       ++chunk_refusals;
-      complete_st(api, c, r, CompletionStatus::kChunkTooSmall, stored);  // the size needed
+      complete_st(api, c, r, CompletionStatus::kTooSmall, stored);  // the size needed
       return;
     }
     if (!api.bulk_write_st(c, r, stored)) {
