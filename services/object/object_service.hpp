@@ -21,11 +21,17 @@
 // waits for the bulk engine, or its transfer runs) takes a slot of this core's request table; the tag
 // given to the backend is the slot and its generation, never a pointer, and a connection's requests hang
 // off its ConnState. A connection that closes detaches its pending requests (their completion then only
-// gives back what it lends) and gives back the leases of those still waiting for the bulk engine, which
-// the NIC never touched; so no completion ever reaches a CoreConn that control may have freed. One transfer
-// runs per connection at a time: a request whose storage op ends while another transfer runs waits, in
-// completion order, and starts from the bulk hook that ends the running one, ahead of chunk requests the
-// core still holds.
+// gives back what it lends) and drops the chunk requests still waiting; so no completion ever reaches a
+// CoreConn that control may have freed.
+//
+// Per-connection bounds: a connection holds at most one lease for a transfer (a reservation of a PUT or a
+// pin of a GET, at most max_value bytes: the backend refuses more) from its chunk request's storage call
+// until the core's bulk hook ends the transfer. A chunk request that arrives while another of the same
+// connection is open (its storage op pends, its transfer runs, or its commit pends) waits here without a
+// lease and without a storage call, at most kChunkQueue of them per connection (more are answered
+// no_resources), and starts when the open one ended. Only a backend whose ops pend (RADOS) makes any wait:
+// with the memory store the transfer starts inside the call and the core hands over no chunk request while
+// it runs.
 //
 // Latency: from the poll that delivered the request to its answer, observed in ObjectServiceConfig::stats
 // by op.
@@ -77,14 +83,19 @@ struct ObjectServiceCounters {
   std::array<std::uint64_t, protocol::kObjectParseErrorCount> parse_errors{};  // refused payloads, by reason
   std::uint64_t echo = 0;
   std::uint64_t sink = 0;
-  std::uint64_t bytes_in = 0;           // value bytes stored (committed PUTs)
-  std::uint64_t bytes_out = 0;          // value bytes returned (inline or written)
-  std::uint64_t send_failures = 0;      // an answer could not be sent (connection not owned, no descriptor)
-  std::uint64_t bulk_failures = 0;      // transfers that ended failed (a READ/WRITE error, a lost connection)
-  std::uint64_t released_at_close = 0;  // leases given back by on_close_st (waiting for the bulk engine)
-  std::uint64_t unexpected = 0;         // responses received (a gateway takes requests only)
+  std::uint64_t bytes_in = 0;       // value bytes stored (committed PUTs)
+  std::uint64_t bytes_out = 0;      // value bytes returned (inline or written)
+  std::uint64_t send_failures = 0;  // an answer could not be sent (connection not owned, no descriptor)
+  std::uint64_t bulk_failures = 0;  // transfers that ended failed (a READ/WRITE error, a lost connection)
+  // Chunk requests that waited for their connection's open one, dropped unanswered by on_close_st. They
+  // hold no lease: nothing is given back at the close (the name is older than that rule).
+  std::uint64_t released_at_close = 0;
+  // Answers received (inline responses and completions): a gateway sends no requests, so every one is
+  // unsolicited. Ignored and counted (by type in the core's stats block).
+  std::uint64_t unexpected = 0;
   std::uint64_t storage_pending = 0;    // storage calls that returned kPending
-  std::uint64_t parked = 0;             // transfers that waited for the connection's bulk engine
+  std::uint64_t deferred = 0;           // chunk requests that waited for their connection's open one
+  std::uint64_t deferred_full = 0;      // chunk requests answered no_resources: kChunkQueue already waited
   std::uint64_t table_full = 0;         // requests answered no_resources: max_requests were open
   std::uint64_t orphaned = 0;           // completions whose connection had closed: only given back
   std::uint64_t stale_completions = 0;  // completions naming no pending request (a backend bug): dropped
@@ -107,18 +118,21 @@ class ObjectService {
 
   const ObjectServiceCounters& counters() const noexcept { return cnt_; }
   const ObjectServiceConfig& config() const noexcept { return cfg_; }
-  // Requests open on this core (pending, parked or transferring), and of them those whose storage op pends.
+  // Requests open on this core (pending, waiting or transferring), and of them those whose storage op pends.
   std::uint32_t open_requests() const noexcept {
     return static_cast<std::uint32_t>(reqs_.size()) - free_top_;
   }
   std::uint32_t pending_storage_ops() const noexcept { return pending_; }
 
   struct ConnState {
-    std::uint32_t first = kNone;        // the connection's open requests (Request::prev/next)
-    std::uint32_t transfer = kNone;     // the request whose lease the bulk engine moves
-    std::uint32_t parked_head = kNone;  // requests waiting for the bulk engine, oldest first
-    std::uint32_t parked_tail = kNone;
+    std::uint32_t first = kNone;         // the connection's open requests (Request::prev/next)
+    std::uint32_t chunk = kNone;         // the open chunk request: the only one that may hold a lease
+    std::uint32_t transfer = kNone;      // the request whose lease the bulk engine moves (== chunk)
+    std::uint32_t waiting_head = kNone;  // chunk requests waiting for `chunk` to end, oldest first
+    std::uint32_t waiting_tail = kNone;
+    std::uint32_t waiting = 0;
     std::uint32_t open = 0;  // requests on the list
+    bool starting = false;   // start_waiting_st is running (a request ending inside it starts no other)
   };
 
   template <typename Api>
@@ -174,40 +188,42 @@ class ObjectService {
 
   template <typename Api>
   void on_chunk_request_st(Api& api, CoreConn& c, const ChunkRequest& cr) noexcept {
-    using protocol::ObjectOpcode;
     const std::uint64_t start = api.now_tsc_st();
     protocol::ObjectRequest req;
-    protocol::ObjectParseError pe;
-    if (cr.opcode == static_cast<std::uint16_t>(ObjectOpcode::kEcho) ||
-        cr.opcode == static_cast<std::uint16_t>(ObjectOpcode::kSink)) {
-      pe = protocol::ObjectParseError::kWrongType;  // inline-only opcodes
-    } else {
-      pe = protocol::parse_object_request(cr.type, cr.opcode, cr.payload(), req);
-      // A payload longer than the kept bytes is longer than any valid key prefix (kChunkPayloadMax).
-      if (pe == protocol::ObjectParseError::kOk && !cr.payload_complete()) {
-        pe = protocol::ObjectParseError::kTrailingBytes;
-      }
-    }
+    const protocol::ObjectParseError pe = parse_chunk(cr, req);
     if (pe != protocol::ObjectParseError::kOk) {
       refuse_st(api, c, cr.opcode, cr.cookie, pe);
+      return;
+    }
+    ConnState& cs = c.svc.as<ConnState>();
+    if (cs.chunk != kNone && cs.waiting == kChunkQueue) {
+      ++cnt_.deferred_full;
+      count_answer(req.op, protocol::ObjectStatus::kNoResources);
+      send_completion_st(api, c, cr.opcode, cr.cookie, protocol::ObjectStatus::kNoResources, 0);
+      observe_st(req.op, start);
       return;
     }
     const std::uint32_t i = next_request_st(api, c, req.op, cr.opcode, cr.cookie, start);
     if (i == kNone) return;
     Request& r = reqs_[i];
     r.chunked = true;
-    r.type = cr.type;
-    r.chunk = cr.chunk;
-    storage::Lease lease;
-    storage::Status st;
-    if (req.op == protocol::ObjectOp::kPut) {
-      r.call = Call::kReserve;
-      st = storage_.reserve(req.key, cr.chunk.total_length(), tag(i), &lease);
-    } else {
-      r.call = Call::kGet;
-      st = storage_.get(req.key, tag(i), &lease);
+    r.cr = cr;
+    if (cs.chunk == kNone) {
+      start_chunk_st(api, c, i);
+      return;
     }
-    after_call_st(api, c, i, st, lease);
+    // Another chunk request of the connection is open: this one waits, holding nothing but its slot.
+    take(c, i);
+    r.state = ReqState::kWaiting;
+    r.wait_next = kNone;
+    if (cs.waiting_tail == kNone) {
+      cs.waiting_head = i;
+    } else {
+      reqs_[cs.waiting_tail].wait_next = i;
+    }
+    cs.waiting_tail = i;
+    ++cs.waiting;
+    ++cnt_.deferred;
   }
 
   // True when no storage op is pending: nothing will arrive on the backend's completion queue, whose
@@ -240,7 +256,6 @@ class ObjectService {
     } else {
       on_result_st(api, c, i, st, storage::Lease{});
     }
-    start_parked_st(api, c);
   }
 
   // A READ failed or the connection went away mid-transfer: the NIC is done with the reservation now.
@@ -255,8 +270,7 @@ class ObjectService {
     if (c.state == CoreConnState::kOwned) {
       answer_st(api, c, r, protocol::ObjectStatus::kBulkFailed, 0);
     }
-    drop_st(c, i);
-    start_parked_st(api, c);
+    drop_st(api, c, i);
   }
 
   // The last WRITE of a GET completed (or flushed): the pin can go.
@@ -270,13 +284,13 @@ class ObjectService {
     const std::uint32_t i = end_transfer(c);
     if (i == kNone) return;
     storage_.release(&reqs_[i].lease);
-    drop_st(c, i);
-    start_parked_st(api, c);
+    drop_st(api, c, i);
   }
 
-  // A transfer still in flight keeps its lease: the core ends it (read-failed / write-done) before CLOSED.
-  // Requests waiting for the bulk engine give their lease back now (the NIC never saw it); pending ones are
-  // detached and end when their completion arrives.
+  // A transfer still in flight keeps its lease: the core ends it (read-failed / write-done) before CLOSED,
+  // after every posted READ/WRITE completed or flushed (also when the bulk deadline failed the connection).
+  // Waiting chunk requests are dropped (they hold no lease); pending ones are detached and end when their
+  // completion arrives.
   template <typename Api>
   void on_close_st(Api&, CoreConn& c) noexcept {
     ConnState& cs = c.svc.as<ConnState>();
@@ -288,10 +302,10 @@ class ObjectService {
           unlink(cs, i);
           r.conn = nullptr;
           break;
-        case ReqState::kParked:
-          give_back(r, r.lease);
+        case ReqState::kWaiting:
           ++cnt_.released_at_close;
-          drop_st(c, i);
+          unlink(cs, i);
+          free_slot(i);
           break;
         case ReqState::kTransfer:
         case ReqState::kFree:
@@ -299,12 +313,16 @@ class ObjectService {
       }
       i = next;
     }
-    cs.parked_head = cs.parked_tail = kNone;
+    cs.waiting_head = cs.waiting_tail = kNone;
+    cs.waiting = 0;
   }
 
   // Open requests of the connection (the core's quiesce waits for none).
   std::uint64_t pending_st(const CoreConn& c) const noexcept { return c.svc.as<ConnState>().open; }
 
+  // The gateway never sends a request, so no answer is ever awaited: an inline response or a completion
+  // (whatever its cookie, a repeated one included) is unsolicited. It is ignored (it held only the receive
+  // the core already re-posted, and cost the peer a credit) and counted, so a broken peer shows.
   template <typename Api>
   void on_response_st(Api&, CoreConn&, const protocol::Message&) noexcept {
     ++cnt_.unexpected;
@@ -316,7 +334,7 @@ class ObjectService {
   enum class ReqState : std::uint8_t {
     kFree = 0,
     kStorage = 1,   // a storage call of it is pending: its Completion comes through the queue
-    kParked = 2,    // it holds a lease and waits for the connection's bulk engine
+    kWaiting = 2,   // a chunk request waiting for its connection's open one; no storage call, no lease
     kTransfer = 3,  // its lease is the bulk engine's until a bulk hook ends the transfer
   };
   // The storage call a request made last.
@@ -327,17 +345,16 @@ class ObjectService {
     Call call = Call::kGet;
     protocol::ObjectOp op = protocol::ObjectOp::kGet;
     bool chunked = false;
-    protocol::MessageType type = protocol::MessageType::kReadChunkRequest;  // chunked: which chunk
     std::uint16_t opcode = 0;
     std::uint32_t gen = 0;                     // bumped at every free: a tag names one use of the slot
     std::uint32_t prev = kNone, next = kNone;  // the connection's requests
-    std::uint32_t park_next = kNone;
+    std::uint32_t wait_next = kNone;
     std::uint32_t bytes = 0;   // PUT: the value's length (the answer's byte count)
     CoreConn* conn = nullptr;  // null once its connection closed: the completion only gives back
     std::uint64_t cookie = 0;
     std::uint64_t start = 0;
     storage::Lease lease{};
-    protocol::Chunk chunk{};  // chunked: the requester's fragments
+    ChunkRequest cr{};  // chunked: the request (fragments and key), kept while it waits or transfers
   };
 
   // The slot on top of the free stack, filled with what every request has, or kNone (answered no_resources).
@@ -420,16 +437,16 @@ class ObjectService {
       case Call::kCommit:
         if (ok) cnt_.bytes_in += r.bytes;
         answer_st(api, c, r, map_status(st), ok ? r.bytes : 0);
-        drop_st(c, i);
+        drop_st(api, c, i);
         return;
       case Call::kRemove:
         answer_st(api, c, r, map_status(st), 0);
-        drop_st(c, i);
+        drop_st(api, c, i);
         return;
       case Call::kGet:
         if (!ok) {
           answer_st(api, c, r, map_status(st), 0);
-          drop_st(c, i);
+          drop_st(api, c, i);
         } else if (r.chunked) {
           chunk_get_found_st(api, c, i, lease);
         } else {
@@ -439,11 +456,12 @@ class ObjectService {
       case Call::kReserve:
         if (!ok) {
           answer_st(api, c, r, map_status(st), 0);
-          drop_st(c, i);
+          drop_st(api, c, i);
           return;
         }
         r.lease = lease;
-        transfer_or_park_st(api, c, i);
+        take(c, i);
+        start_transfer_st(api, c, i);
         return;
     }
   }
@@ -455,7 +473,7 @@ class ObjectService {
       const std::uint32_t need = lease.size;
       storage_.release(&lease);
       answer_st(api, c, r, protocol::ObjectStatus::kTooSmall, need);
-      drop_st(c, i);
+      drop_st(api, c, i);
       return;
     }
     count_answer(protocol::ObjectOp::kGet, protocol::ObjectStatus::kOk);
@@ -470,64 +488,95 @@ class ObjectService {
     }
     storage_.release(&lease);
     observe_st(protocol::ObjectOp::kGet, r.start);
-    drop_st(c, i);
+    drop_st(api, c, i);
   }
 
   template <typename Api>
   void chunk_get_found_st(Api& api, CoreConn& c, std::uint32_t i, storage::Lease lease) noexcept {
     Request& r = reqs_[i];
     const std::uint32_t size = lease.size;
-    if (r.chunk.total_length() < size) {  // nothing is written; the requester learns the size it needs
+    if (r.cr.chunk.total_length() < size) {  // nothing is written; the requester learns the size it needs
       storage_.release(&lease);
       answer_st(api, c, r, protocol::ObjectStatus::kTooSmall, size);
-      drop_st(c, i);
+      drop_st(api, c, i);
       return;
     }
     if (size == 0) {  // nothing to write
       storage_.release(&lease);
       answer_st(api, c, r, protocol::ObjectStatus::kOk, 0);
-      drop_st(c, i);
+      drop_st(api, c, i);
       return;
     }
     r.lease = lease;
-    transfer_or_park_st(api, c, i);
+    take(c, i);
+    start_transfer_st(api, c, i);
   }
 
-  // Request i holds a lease for a transfer: start it, or wait while the connection's bulk engine is busy.
+  static protocol::ObjectParseError parse_chunk(const ChunkRequest& cr,
+                                                protocol::ObjectRequest& req) noexcept {
+    using protocol::ObjectOpcode;
+    if (cr.opcode == static_cast<std::uint16_t>(ObjectOpcode::kEcho) ||
+        cr.opcode == static_cast<std::uint16_t>(ObjectOpcode::kSink)) {
+      return protocol::ObjectParseError::kWrongType;  // inline-only opcodes
+    }
+    const protocol::ObjectParseError pe =
+        protocol::parse_object_request(cr.type, cr.opcode, cr.payload(), req);
+    // A payload longer than the kept bytes is longer than any valid key prefix (kChunkPayloadMax).
+    if (pe == protocol::ObjectParseError::kOk && !cr.payload_complete()) {
+      return protocol::ObjectParseError::kTrailingBytes;
+    }
+    return pe;
+  }
+
+  // Chunk request i (its ChunkRequest kept in the slot, parsed once already) becomes its connection's open
+  // one and makes its storage call: reserve for a PUT, get for a GET.
   template <typename Api>
-  void transfer_or_park_st(Api& api, CoreConn& c, std::uint32_t i) noexcept {
-    take(c, i);
-    if (c.bulk_op.state == BulkState::kIdle) {
-      start_transfer_st(api, c, i);
-      return;
-    }
-    ConnState& cs = c.svc.as<ConnState>();
+  void start_chunk_st(Api& api, CoreConn& c, std::uint32_t i) noexcept {
     Request& r = reqs_[i];
-    r.state = ReqState::kParked;
-    r.park_next = kNone;
-    if (cs.parked_tail == kNone) {
-      cs.parked_head = i;
+    protocol::ObjectRequest req;
+    (void)parse_chunk(r.cr, req);  // accepted when it arrived; the key is a view into r.cr
+    c.svc.as<ConnState>().chunk = i;
+    storage::Lease lease;
+    storage::Status st;
+    if (req.op == protocol::ObjectOp::kPut) {
+      r.call = Call::kReserve;
+      st = storage_.reserve(req.key, r.cr.chunk.total_length(), tag(i), &lease);
     } else {
-      reqs_[cs.parked_tail].park_next = i;
+      r.call = Call::kGet;
+      st = storage_.get(req.key, tag(i), &lease);
     }
-    cs.parked_tail = i;
-    ++cnt_.parked;
+    after_call_st(api, c, i, st, lease);
+  }
+
+  // The connection's open chunk request ended: the oldest waiting one starts (and, if it ends inside its
+  // call, the next), unless the connection stopped being owned (on_close_st drops them).
+  template <typename Api>
+  void start_waiting_st(Api& api, CoreConn& c) noexcept {
+    ConnState& cs = c.svc.as<ConnState>();
+    cs.chunk = kNone;
+    if (cs.starting) return;  // the loop below is on the stack: it goes on
+    cs.starting = true;
+    while (cs.chunk == kNone && cs.waiting_head != kNone && c.state == CoreConnState::kOwned) {
+      const std::uint32_t i = cs.waiting_head;
+      cs.waiting_head = reqs_[i].wait_next;
+      if (cs.waiting_head == kNone) cs.waiting_tail = kNone;
+      --cs.waiting;
+      reqs_[i].state = ReqState::kTransfer;  // taken; after_call_st or on_result_st says what it becomes
+      start_chunk_st(api, c, i);
+    }
+    cs.starting = false;
   }
 
   template <typename Api>
   void start_transfer_st(Api& api, CoreConn& c, std::uint32_t i) noexcept {
     Request& r = reqs_[i];
-    ChunkRequest cr;
-    cr.type = r.type;
-    cr.opcode = r.opcode;
-    cr.cookie = r.cookie;
-    cr.chunk = r.chunk;
+    const ChunkRequest& cr = r.cr;
     auto* local = reinterpret_cast<std::uint8_t*>(r.lease.data);
     if (r.op == protocol::ObjectOp::kPut) {
       if (!api.bulk_read_st(c, cr, local, cfg_.arena_lkey)) {
         storage_.abort(&r.lease);
         answer_st(api, c, r, protocol::ObjectStatus::kNoResources, 0);
-        drop_st(c, i);
+        drop_st(api, c, i);
         return;
       }
       // answered once the READs landed and the commit ended
@@ -535,7 +584,7 @@ class ObjectService {
       if (!api.bulk_write_st(c, cr, local, cfg_.arena_lkey, r.lease.size)) {
         storage_.release(&r.lease);
         answer_st(api, c, r, protocol::ObjectStatus::kNoResources, 0);
-        drop_st(c, i);
+        drop_st(api, c, i);
         return;
       }
       // The completion travels behind the WRITEs on the same QP: the requester sees the data first. The
@@ -544,18 +593,6 @@ class ObjectService {
     }
     r.state = ReqState::kTransfer;
     c.svc.as<ConnState>().transfer = i;
-  }
-
-  // The bulk engine went idle: start parked transfers until one runs (or none is left).
-  template <typename Api>
-  void start_parked_st(Api& api, CoreConn& c) noexcept {
-    ConnState& cs = c.svc.as<ConnState>();
-    while (cs.parked_head != kNone && c.bulk_op.state == BulkState::kIdle) {
-      const std::uint32_t i = cs.parked_head;
-      cs.parked_head = reqs_[i].park_next;
-      if (cs.parked_head == kNone) cs.parked_tail = kNone;
-      start_transfer_st(api, c, i);
-    }
   }
 
   // The request of the transfer that just ended (kNone if the service started none: cannot happen).
@@ -594,12 +631,17 @@ class ObjectService {
     --cs.open;
   }
 
-  // Request i is answered and holds nothing: its slot goes back (if it ever took one).
-  void drop_st(CoreConn& c, std::uint32_t i) noexcept {
+  // Request i is answered and holds nothing: its slot goes back (if it ever took one). A chunk request
+  // ending lets its connection's next waiting one start.
+  template <typename Api>
+  void drop_st(Api& api, CoreConn& c, std::uint32_t i) noexcept {
     Request& r = reqs_[i];
-    if (r.state == ReqState::kFree) return;
-    if (r.conn != nullptr) unlink(c.svc.as<ConnState>(), i);
-    free_slot(i);
+    const bool chunk = r.chunked;
+    if (r.state != ReqState::kFree) {
+      if (r.conn != nullptr) unlink(c.svc.as<ConnState>(), i);
+      free_slot(i);
+    }
+    if (chunk) start_waiting_st(api, c);
   }
 
   void free_slot(std::uint32_t i) noexcept {

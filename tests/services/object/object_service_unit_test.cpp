@@ -1,7 +1,8 @@
 // Host unit tests of the object service over the storage interface, driven through a fake core (no CQ, QP
 // or EAL): ops that end at once (the memory store) and ops that end later on another thread
 // (ThreadedStorage below), inline and by chunk, transfers waiting for the bulk engine, completions that
-// arrive after their connection closed, and every pin and reservation given back at the end.
+// arrive after their connection closed, one lease per connection, the close that leaves a running
+// transfer's lease to the core's hook, unsolicited answers, and every pin and reservation given back.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -457,32 +458,133 @@ TEST_F(ObjectServiceTest, AFailedReadAbortsTheReservation) {
   store::test::expect_empty(*store_);
 }
 
-// Transfers whose storage op ends while another runs wait, in completion order, and start from the bulk hook
-// that ends the running one.
-TEST_F(ObjectServiceTest, TransfersWaitForTheBulkEngineInOrder) {
+// A connection's chunk requests run one at a time: while one is open (its storage op pending, its transfer
+// running, its commit pending) the next wait without a storage call and without a lease, and start in
+// arrival order when it ends.
+TEST_F(ObjectServiceTest, ChunkRequestsOfAConnectionWaitWithoutALease) {
   ThreadedStorage ts(*store_);
   start(ts);
   const auto a = store::test::pattern(3000, 6);
   const auto b = store::test::pattern(5000, 7);
   ASSERT_EQ(store_->put(0, "a", store::test::as_span(a)), store::Status::kOk);
   ASSERT_EQ(store_->put(0, "b", store::test::as_span(b)), store::Status::kOk);
+  const std::uint64_t published = store_->stats().used_bytes;
   chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 1, "a", 8192);
   chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 2, "b", 8192);
   chunk(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 3, "c", 4000);
-  drain();
-  EXPECT_EQ(svc_->counters().parked, 2u);
+  EXPECT_EQ(svc_->pending_storage_ops(), 1u) << "only the first made its storage call";
+  EXPECT_EQ(svc_->counters().deferred, 2u);
   EXPECT_EQ(svc_->pending_st(*conn_), 3u);
+  drain();
+  EXPECT_EQ(svc_->counters().storage_pending, 1u);
+  EXPECT_EQ(store_->stats().used_bytes, published) << "no reservation for the waiting PUT";
   expect_completion(1, ObjectStatus::kOk, 3000);
-  EXPECT_EQ(api_.finish_write(*svc_, *conn_), a);  // the hook starts "b"
+  EXPECT_EQ(api_.finish_write(*svc_, *conn_), a);  // the hook starts "b": its GET pends
+  drain();
   expect_completion(2, ObjectStatus::kOk, 5000);
-  EXPECT_EQ(api_.finish_write(*svc_, *conn_), b);  // the hook starts the READ of "c"
+  EXPECT_EQ(store_->stats().used_bytes, published);
+  EXPECT_EQ(api_.finish_write(*svc_, *conn_), b);  // the hook starts "c": its reservation pends
+  drain();
   ASSERT_EQ(conn_->bulk_op.state, BulkState::kReading);
+  EXPECT_EQ(store_->stats().used_bytes, published + store_->charge_for(4000));
   const auto c = store::test::pattern(4000, 8);
   api_.finish_read(*svc_, *conn_, c);
   drain();
   expect_completion(3, ObjectStatus::kOk, 4000);
   EXPECT_EQ(svc_->pending_st(*conn_), 0u);
   for (const char* k : {"a", "b", "c"}) ASSERT_EQ(store_->remove(0, k), store::Status::kOk);
+  store::test::expect_empty(*store_);
+}
+
+// PUTs by chunk on one connection: at any moment at most one reservation exists, also while the previous
+// value's commit pends (the next reservation waits for it), so the connection holds at most max_value.
+TEST_F(ObjectServiceTest, AConnectionHoldsOneReservationAtATime) {
+  ThreadedStorage ts(*store_);
+  start(ts);
+  constexpr std::uint32_t kLen = 100'000;
+  const std::uint64_t charge = store_->charge_for(kLen);
+  for (std::uint64_t k = 0; k < 4; ++k) {
+    chunk(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, k, store::test::key_of("v", k), kLen);
+  }
+  for (std::uint64_t k = 0; k < 4; ++k) {
+    drain();  // the reservation of value k
+    ASSERT_EQ(conn_->bulk_op.state, BulkState::kReading);
+    // k values published, one reserved, the others waiting with nothing
+    EXPECT_EQ(store_->stats().used_bytes, (k + 1) * charge);
+    EXPECT_EQ(store_->stats().objects, k);
+    ts.hold(true);
+    api_.finish_read(*svc_, *conn_,
+                     store::test::as_span(store::test::pattern(kLen, static_cast<std::uint32_t>(k))));
+    EXPECT_EQ(svc_->pending_storage_ops(), 1u) << "the commit pends";
+    EXPECT_EQ(conn_->bulk_op.state, BulkState::kIdle);
+    EXPECT_EQ(store_->stats().used_bytes, (k + 1) * charge) << "the next waits for the commit";
+    ts.hold(false);
+    drain();  // the commit, which starts the next reservation
+    expect_completion(k, ObjectStatus::kOk, kLen);
+  }
+  EXPECT_EQ(svc_->counters().deferred, 3u);
+  for (std::uint64_t k = 0; k < 4; ++k)
+    ASSERT_EQ(store_->remove(0, store::test::key_of("v", k)), store::Status::kOk);
+  store::test::expect_empty(*store_);
+}
+
+// At most kChunkQueue chunk requests wait per connection; one more is answered no_resources at once and
+// started nothing.
+TEST_F(ObjectServiceTest, AChunkRequestBeyondTheWaitingLimitIsRefused) {
+  ThreadedStorage ts(*store_);
+  start(ts);
+  ts.hold(true);
+  for (std::uint64_t k = 0; k <= kChunkQueue; ++k) {
+    chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, k, "none", 100);
+  }
+  EXPECT_TRUE(api_.sent.empty());
+  EXPECT_EQ(svc_->counters().deferred, kChunkQueue);
+  chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 99, "none", 100);
+  expect_completion(99, ObjectStatus::kNoResources, 0);
+  EXPECT_EQ(svc_->counters().deferred_full, 1u);
+  EXPECT_EQ(svc_->pending_storage_ops(), 1u);
+  ts.hold(false);
+  drain();  // each not_found ends its request and starts the next
+  EXPECT_EQ(api_.sent.size(), kChunkQueue + 2);
+  expect_completion(kChunkQueue, ObjectStatus::kNotFound, 0);
+  EXPECT_EQ(svc_->open_requests(), 0u);
+  store::test::expect_empty(*store_);
+}
+
+// The bulk deadline (or any failure) fails the connection while a transfer runs: the close leaves the
+// lease alone, and only the core's hook, once every posted READ/WRITE completed or flushed, gives it back.
+TEST_F(ObjectServiceTest, ALeaseGoesBackOnlyWhenTheCoreEndsTheTransfer) {
+  start(store_->core(0));
+  const auto v = store::test::pattern(50'000, 11);
+  ASSERT_EQ(store_->put(0, "x", store::test::as_span(v)), store::Status::kOk);
+  const std::uint64_t one = store_->charge_for(v.size());
+
+  chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 1, "x", 60'000);
+  ASSERT_EQ(conn_->bulk_op.state, BulkState::kWriting);
+  ASSERT_EQ(store_->remove(0, "x"), store::Status::kOk);
+  EXPECT_EQ(store_->stats().used_bytes, one) << "the pin keeps the unpublished block";
+  conn_->state = CoreConnState::kFailed;  // what the core's bulk deadline does
+  svc_->on_close_st(api_, *conn_);
+  EXPECT_EQ(store_->stats().used_bytes, one) << "the WRITEs may still read it";
+  (void)api_.finish_write(*svc_, *conn_, true);  // the last WRITE flushed
+  EXPECT_EQ(store_->stats().used_bytes, 0u);
+
+  // The same for a PUT's reservation, on a new connection.
+  conn_ = std::make_unique<CoreConn>();
+  conn_->state = CoreConnState::kOwned;
+  conn_->session.params.max_message_size = kMaxMessage;
+  svc_->on_adopt_st(api_, *conn_);
+  chunk(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 2, "y", 50'000);
+  ASSERT_EQ(conn_->bulk_op.state, BulkState::kReading);
+  EXPECT_EQ(store_->stats().used_bytes, one);
+  conn_->state = CoreConnState::kFailed;
+  svc_->on_close_st(api_, *conn_);
+  EXPECT_EQ(store_->stats().used_bytes, one) << "the READs may still write it";
+  api_.finish_read(*svc_, *conn_, {}, false);  // the READs flushed
+  EXPECT_EQ(svc_->counters().bulk_failures, 2u);
+  EXPECT_EQ(svc_->open_requests(), 0u);
+  store::PinnedValue none;
+  EXPECT_EQ(store_->get(0, "y", &none), store::Status::kNotFound);
   store::test::expect_empty(*store_);
 }
 
@@ -495,33 +597,34 @@ TEST_F(ObjectServiceTest, CompletionsAfterTheConnectionClosedOnlyGiveBack) {
   start(ts);
   const auto v = store::test::pattern(2000, 9);
   ASSERT_EQ(store_->put(0, "x", store::test::as_span(v)), store::Status::kOk);
-  // Ended before the close: a GET transferring, then a GET and a PUT's reservation waiting for it.
+  // A GET transferring, a GET and a PUT waiting for it (without leases).
   chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 1, "x", 4096);
   chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 2, "x", 4096);
   chunk(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 3, "p", 3000);
   drain();
-  ASSERT_EQ(svc_->counters().parked, 2u);
-  // Still pending at the close: an inline GET, a chunk GET, a chunk PUT's reservation, an inline PUT.
+  ASSERT_EQ(conn_->bulk_op.state, BulkState::kWriting);
+  // Still pending at the close: an inline GET and an inline PUT; two more chunk requests wait.
   ts.hold(true);
   inline_request(protocol::ObjectOp::kGet, 4, "x");
   chunk(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 5, "x", 4096);
   chunk(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 6, "q", 3000);
   inline_request(protocol::ObjectOp::kPut, 7, "r", v);
-  EXPECT_EQ(svc_->pending_storage_ops(), 4u);
+  EXPECT_EQ(svc_->pending_storage_ops(), 2u);
+  EXPECT_EQ(svc_->counters().deferred, 4u);
   const std::size_t answers = api_.sent.size();
 
   api_.close(*svc_, *conn_);
-  EXPECT_EQ(svc_->counters().released_at_close, 2u) << "the waiting pin and reservation";
+  EXPECT_EQ(svc_->counters().released_at_close, 4u) << "the waiting chunk requests, dropped";
   EXPECT_EQ(svc_->pending_st(*conn_), 0u);
   conn_.reset();  // control frees (or reuses) it after CLOSED: ASan would catch any later touch
 
   ts.hold(false);
   drain();
-  EXPECT_EQ(svc_->counters().orphaned, 4u);
+  EXPECT_EQ(svc_->counters().orphaned, 2u);
   EXPECT_EQ(api_.sent.size(), answers) << "nothing is answered on a closed connection";
   EXPECT_EQ(svc_->open_requests(), 0u);
-  // The inline PUT committed by itself (it was the backend's once submitted); both reservations were
-  // aborted and every pin released.
+  // The inline PUT committed by itself (it was the backend's once submitted); the chunk PUTs never
+  // reserved, and every pin was released.
   for (const char* k : {"x", "r"}) ASSERT_EQ(store_->remove(0, k), store::Status::kOk);
   for (const char* k : {"p", "q"}) EXPECT_EQ(store_->remove(0, k), store::Status::kNotFound);
   store::test::expect_empty(*store_);
@@ -586,6 +689,23 @@ TEST_F(ObjectServiceTest, AStaleCompletionIsDropped) {
   ts.hold(false);
   drain();
   expect_completion(1, ObjectStatus::kNotFound, 0);
+}
+
+// The gateway asks nothing, so answers are unsolicited: counted by type, ignored, never answered.
+TEST_F(ObjectServiceTest, UnsolicitedAnswersAreCountedAndIgnored) {
+  start(store_->core(0));
+  protocol::Message m;
+  m.type = MessageType::kCompletion;
+  m.opcode = opcode(protocol::ObjectOp::kGet);
+  m.cookie = 5;
+  svc_->on_response_st(api_, *conn_, m);
+  svc_->on_response_st(api_, *conn_, m);  // the same cookie again
+  m.type = MessageType::kInlineResponse;
+  svc_->on_response_st(api_, *conn_, m);
+  EXPECT_EQ(svc_->counters().unexpected, 3u);
+  EXPECT_TRUE(api_.sent.empty());
+  EXPECT_EQ(conn_->state, CoreConnState::kOwned);
+  EXPECT_EQ(svc_->open_requests(), 0u);
 }
 
 }  // namespace
