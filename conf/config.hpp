@@ -209,6 +209,11 @@ std::vector<Cidr> defaultAllowedClients();
 
 struct SecurityConfig {
   std::vector<Cidr> allowed_clients = defaultAllowedClients();  // empty: every client is rejected
+  // Admission per source address, checked before anything is allocated for a connection request: together
+  // with one bulk transfer per connection they bound what one source can make the gateway hold.
+  std::uint32_t connections_per_source = 64;  // connections in any state, the handshake included
+  std::uint32_t connect_rate = 100;           // connection requests per second (token bucket refill)
+  std::uint32_t connect_burst = 200;          // token bucket size
 
   bool operator==(const SecurityConfig&) const = default;
 };

@@ -840,6 +840,18 @@ class Table {
 
     add<CidrListKey<Se>>(&Config::security, &Se::allowed_clients, "security.allowed_clients", "list of CIDRs",
                          0, 1024, L, "client prefixes allowed to connect; [] rejects all");
+    add<UnsignedKey<Se, std::uint32_t>>(&Config::security, &Se::connections_per_source,
+                                        "security.connections_per_source", "connections", 1u, 65535u, L,
+                                        "connections one source address may hold (any state); "
+                                        "beyond: rejected source_limit");
+    add<UnsignedKey<Se, std::uint32_t>>(&Config::security, &Se::connect_rate, "security.connect_rate",
+                                        "requests per second", 1u, 100000u, L,
+                                        "connection requests per second one source address may make "
+                                        "(token bucket refill); beyond: rejected source_limit");
+    add<UnsignedKey<Se, std::uint32_t>>(&Config::security, &Se::connect_burst, "security.connect_burst",
+                                        "requests", 1u, 100000u, L,
+                                        "connection requests one source address may make at once "
+                                        "(token bucket size)");
 
     add<EnumKey<Lg, LogLevel>>(&Config::logging, &Lg::level, "logging.level",
                                std::vector<LogLevel>{LogLevel::kTrace, LogLevel::kDebug, LogLevel::kInfo,

@@ -241,7 +241,9 @@ TEST(Schema, LiveKeysAreTheOnesTheIssueNames) {
       live, ElementsAre("protocol.keepalive_ms", "protocol.dead_peer_timeout_ms", "protocol.reconnect_min_ms",
                         "protocol.reconnect_max_ms", "protocol.handshake_timeout_ms", "protocol.drain_timeout_ms",
                         "protocol.bulk_timeout_ms",
-                        "telemetry.core_stall_ms", "security.allowed_clients", "logging.level"));
+                        "telemetry.core_stall_ms", "security.allowed_clients",
+                        "security.connections_per_source", "security.connect_rate", "security.connect_burst",
+                        "logging.level"));
 }
 
 TEST(Schema, SectionsInFileOrder) {
