@@ -158,6 +158,10 @@ TimeoutSettings plan_timeouts(const conf::ProtocolConfig& p) {
   return t;
 }
 
+AdmissionSettings plan_admission(const conf::SecurityConfig& s) {
+  return AdmissionSettings{s.connections_per_source, static_cast<double>(s.connect_rate), s.connect_burst};
+}
+
 std::optional<GatewaySettings> plan_gateway(const conf::Config& cfg, std::string* error) {
   static_assert(conf::kMaxConnectionsPerCore == dataplane::kMaxConnsPerCore,
                 "the config's range must be what the engine can hold");

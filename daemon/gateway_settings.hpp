@@ -42,6 +42,13 @@ struct TimeoutSettings {
   std::uint64_t bulk_timeout_us = 0;  // protocol.bulk_timeout_ms
 };
 
+// Admission per source address (security.*), which a SIGHUP applies to the running engine as well.
+struct AdmissionSettings {
+  std::uint32_t per_source = 0;  // connections one source address may hold
+  double rate = 0;               // connection requests per second per source address
+  std::uint32_t burst = 0;       // token bucket size
+};
+
 struct GatewaySettings {
   dataplane::EalOptions eal;
   bool eal_memory_derived = false;  // eal.memory_mib was 0: eal.memory_mb is derived_eal_memory_mib
@@ -59,6 +66,7 @@ struct GatewaySettings {
 std::optional<GatewaySettings> plan_gateway(const conf::Config& cfg, std::string* error);
 
 TimeoutSettings plan_timeouts(const conf::ProtocolConfig& p);
+AdmissionSettings plan_admission(const conf::SecurityConfig& s);
 
 // EAL memory (-m, MiB) when eal.memory_mib is 0: the store's region plus every core's buffers and rings,
 // with headroom for EAL's own allocations.

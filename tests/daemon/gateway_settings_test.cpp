@@ -297,6 +297,18 @@ TEST(GatewaySettings, TimeoutsAreWhatStartAndReloadBothApply) {
   EXPECT_EQ(s.engine.cores.at(0).dead_peer_us, t.dead_peer_us);
 }
 
+TEST(GatewaySettings, AdmissionIsWhatStartAndReloadBothApply) {
+  const control::AdmissionSettings d = control::plan_admission(load({}).security);
+  EXPECT_EQ(d.per_source, 64u);
+  EXPECT_EQ(d.rate, 100.0);
+  EXPECT_EQ(d.burst, 200u);
+  const control::AdmissionSettings a = control::plan_admission(
+      load({"security.connections_per_source=3", "security.connect_rate=7", "security.connect_burst=9"}).security);
+  EXPECT_EQ(a.per_source, 3u);
+  EXPECT_EQ(a.rate, 7.0);
+  EXPECT_EQ(a.burst, 9u);
+}
+
 TEST(GatewaySettings, ChecksumAndDevice) {
   const GatewaySettings s = plan({"protocol.checksum=true", "device.name=rxe0"});
   EXPECT_TRUE(s.engine.local.want_checksum);
