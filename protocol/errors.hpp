@@ -20,8 +20,11 @@ enum class RejectReason : std::uint8_t {
   kQueueSizeMismatch = 7,    // negotiated queue depth would fall below my minimum
   kNotAllowed = 8,           // policy (address or service) refuses you
   kBadPrivateData = 9,       // your private data is short, malformed or has nonsense parameters
+  kBadConnParam = 10,        // your rdma_cm parameters are refused: rnr_retry_count 7 (retry forever) or
+                             // responder_resources 0; do not retry without changing them
+  kSourceLimit = 11,         // too many connections or connection requests from your address; retry later
 };
-inline constexpr std::uint8_t kRejectReasonMax = 9;
+inline constexpr std::uint8_t kRejectReasonMax = 11;
 
 // Why a handshake body could not be decoded or a handshake could not complete.
 enum class HandshakeError : std::uint8_t {
@@ -103,6 +106,10 @@ constexpr std::string_view to_string(RejectReason r) {
       return "not_allowed";
     case RejectReason::kBadPrivateData:
       return "bad_private_data";
+    case RejectReason::kBadConnParam:
+      return "bad_conn_param";
+    case RejectReason::kSourceLimit:
+      return "source_limit";
   }
   return "unknown";
 }

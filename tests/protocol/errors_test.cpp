@@ -39,6 +39,8 @@ TEST(Errors, RejectReasonWireCodes) {
   EXPECT_EQ(static_cast<int>(RejectReason::kQueueSizeMismatch), 7);
   EXPECT_EQ(static_cast<int>(RejectReason::kNotAllowed), 8);
   EXPECT_EQ(static_cast<int>(RejectReason::kBadPrivateData), 9);
+  EXPECT_EQ(static_cast<int>(RejectReason::kBadConnParam), 10);
+  EXPECT_EQ(static_cast<int>(RejectReason::kSourceLimit), 11);
 }
 
 }  // namespace
