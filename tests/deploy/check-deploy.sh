@@ -402,6 +402,13 @@ if [ "$have_python" = 1 ] && [ "${CHECK_DEPLOY_NO_SELF_TEST:-0}" != 1 ]; then
     's/drain_timeout_ms: 10000/drain_timeout_ms: 40000/' "kubernetes: terminationGracePeriodSeconds" 1
   mutate "ConfigMap binds telemetry to loopback" deploy/kubernetes/configmap.yaml \
     's/bind_address: "0.0.0.0"/bind_address: "127.0.0.1"/' "ConfigMap binds telemetry" 1
+  mutate "the NetworkPolicy admits any namespace labelled so" deploy/kubernetes/networkpolicy.yaml \
+    's|kubernetes.io/metadata.name: monitoring|team: monitoring|' \
+    "kubernetes: the NetworkPolicy admits only the monitoring namespace" 1
+  mutate "the NetworkPolicy opens another port" deploy/kubernetes/networkpolicy.yaml \
+    's/port: metrics$/port: 7471/' "kubernetes: the NetworkPolicy opens only the metrics port" 1
+  mutate "host-network: the NetworkPolicy stays" deploy/kubernetes/components/host-network/kustomization.yaml \
+    '/delete-networkpolicy.yaml/d' "overlays/host-network: no NetworkPolicy" 1
   mutate "the DaemonSet loses its priorityClassName" deploy/kubernetes/daemonset.yaml \
     '/priorityClassName:/d' "kubernetes: priorityClassName" 1
   mutate "the PriorityClass claims a system value" deploy/kubernetes/priorityclass.yaml \

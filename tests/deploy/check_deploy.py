@@ -374,10 +374,12 @@ def ceph_mount_checks(c, vols, cfg, where):
 # built from them must render exactly these. A new component needs its line here.
 BASE_OBJECTS = {("Namespace", "rdmagate"), ("PriorityClass", "rdmagate-node-critical"),
                 ("ConfigMap", "rdmagate-config"), ("NetworkAttachmentDefinition", "rdmagate-rdma"),
-                ("DaemonSet", "rdmagate"), ("Service", "rdmagate-metrics")}
+                ("DaemonSet", "rdmagate"), ("Service", "rdmagate-metrics"),
+                ("NetworkPolicy", "rdmagate-telemetry")}
 COMPONENT_EFFECTS = {  # component: (objects added, objects removed)
     "sriov-vf": (set(), {("NetworkAttachmentDefinition", "rdmagate-rdma")}),
-    "host-network": (set(), {("NetworkAttachmentDefinition", "rdmagate-rdma")}),
+    "host-network": (set(), {("NetworkAttachmentDefinition", "rdmagate-rdma"),
+                             ("NetworkPolicy", "rdmagate-telemetry")}),
     "hugepages-1gi": (set(), set()),
     "monitoring": ({("ServiceMonitor", "rdmagate"), ("PrometheusRule", "rdmagate")}, set()),
     "rados": ({("ConfigMap", "rdmagate-ceph-conf")}, set()),
@@ -619,10 +621,36 @@ def check_rendered(where, comps, objs):
           f"{(pc or {}).get('value')} in (0, 1e9], not a global default")
 
     ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}
+    # The probes go to telemetry.probe_port when the config has one (its own listener and threads, which a
+    # flood of /metrics cannot hold), else to telemetry.port.
+    probe_port_ = cfg_tel.get("probe_port") or tel_port_
     for kind, path in (("startupProbe", "/healthz"), ("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         p = c.get(kind, {}).get("httpGet", {})
-        check(p.get("path") == path and ports.get(p.get("port"), p.get("port")) == tel_port_,
-              f"{where}: {kind} GETs {path} on the telemetry port {tel_port_}", str(p))
+        check(p.get("path") == path and ports.get(p.get("port"), p.get("port")) == probe_port_,
+              f"{where}: {kind} GETs {path} on the "
+              f"{'probe' if probe_port_ != tel_port_ else 'telemetry'} port {probe_port_}", str(p))
+
+    # Who may connect: the monitoring namespace to the metrics port, nobody else (the kubelet's probes come
+    # from the node, which a NetworkPolicy always admits). Host-network pods are not subject to one.
+    nps = by_kind.get("NetworkPolicy", [])
+    if "host-network" in comps:
+        check(not nps, f"{where}: no NetworkPolicy (it would not apply to a host-network pod)")
+    elif check(len(nps) == 1, f"{where}: one NetworkPolicy"):
+        np_ = nps[0]["spec"]
+        sel = (np_.get("podSelector") or {}).get("matchLabels") or {}
+        rules = np_.get("ingress") or []
+        peers = [peer for r in rules for peer in (r.get("from") or [{}])]
+        rule_ports = [ports.get(p.get("port"), p.get("port")) for r in rules for p in (r.get("ports") or [{}])]
+        check(sel and sel.items() <= (meta.get("labels") or {}).items() and "Ingress" in np_.get("policyTypes", []),
+              f"{where}: the NetworkPolicy selects the gateway pods for Ingress", f"{sel} {np_.get('policyTypes')}")
+        check(bool(peers) and all(set(peer) == {"namespaceSelector"} and
+                                  (peer["namespaceSelector"] or {}).get("matchLabels") ==
+                                  {"kubernetes.io/metadata.name": "monitoring"} for peer in peers),
+              f"{where}: the NetworkPolicy admits only the monitoring namespace (kubernetes.io/metadata.name)",
+              str(peers))
+        check(rule_ports == [tel_port_] and all(p.get("protocol", "TCP") == "TCP"
+                                               for r in rules for p in (r.get("ports") or [{}])),
+              f"{where}: the NetworkPolicy opens only the metrics port {tel_port_} (TCP)", str(rule_ports))
     sc = c.get("securityContext", {})
     check(not sc.get("privileged", False) and "IPC_LOCK" in sc.get("capabilities", {}).get("add", [])
           and "ALL" in sc.get("capabilities", {}).get("drop", []),
