@@ -130,6 +130,14 @@ EngineConfig engine_config(const conf::Config& cfg) {
       static_cast<std::uint16_t>(cfg.dataplane.max_fragments), static_cast<std::uint32_t>(max_bulk)};
   ec.local.min_queue_depth = protocol::kMinCreditQueueDepth;
   ec.local.want_checksum = cfg.protocol.checksum;
+  // Announced in the accept (protocol 1.1), so a peer learns them before its first message.
+  ec.local.timers = protocol::Timers{cfg.protocol.keepalive_ms, cfg.protocol.dead_peer_timeout_ms};
+  ec.local.limits.bulk_deadline_ms = cfg.protocol.bulk_timeout_ms;
+  ec.local.limits.max_value_bytes =
+      static_cast<std::uint32_t>(std::min<std::uint64_t>(cfg.store.max_value_bytes, 0xffffffffu));
+  ec.local.limits.chunk_queue = static_cast<std::uint16_t>(dataplane::kChunkQueue);
+  ec.local.limits.max_conns_per_source =
+      static_cast<std::uint16_t>(std::min<std::uint32_t>(cfg.security.connections_per_source, 0xffffu));
   ec.signal_interval = static_cast<std::uint16_t>(cfg.dataplane.signal_interval);
   ec.send_inline_bytes = cfg.dataplane.send_inline_bytes;
   ec.handshake_timeout = t.handshake_timeout;

@@ -309,6 +309,19 @@ TEST(GatewaySettings, AdmissionIsWhatStartAndReloadBothApply) {
   EXPECT_EQ(a.burst, 9u);
 }
 
+TEST(GatewaySettings, TheAcceptAnnouncesTimersAndLimits) {
+  const GatewaySettings s =
+      plan({"protocol.keepalive_ms=250", "protocol.dead_peer_timeout_ms=3000", "protocol.bulk_timeout_ms=750",
+            "store.max_value_bytes=65536", "security.connections_per_source=5"});
+  EXPECT_EQ(s.engine.local.timers.keepalive_ms, 250u);
+  EXPECT_EQ(s.engine.local.timers.dead_peer_ms, 3000u);
+  EXPECT_EQ(s.engine.local.limits.bulk_deadline_ms, 750u);
+  EXPECT_EQ(s.engine.local.limits.max_value_bytes, 65536u);
+  EXPECT_EQ(s.engine.local.limits.chunk_queue, dataplane::kChunkQueue);
+  EXPECT_EQ(s.engine.local.limits.max_conns_per_source, 5u);
+  EXPECT_TRUE(protocol::timers_sane(s.engine.local.timers));
+}
+
 TEST(GatewaySettings, ChecksumAndDevice) {
   const GatewaySettings s = plan({"protocol.checksum=true", "device.name=rxe0"});
   EXPECT_TRUE(s.engine.local.want_checksum);
