@@ -66,6 +66,10 @@ namespace {
 
 std::atomic<std::uint64_t> g_next_client_id{1};
 
+// A 1.0 gateway announces no timers (docs/protocol.md §3.8): keep every connection alive at its default
+// keepalive interval, well inside its default dead-peer timeout of 10 s. A 1.1 gateway's interval replaces it.
+constexpr std::uint32_t kMinor0KeepaliveMs = 1000;
+
 // The CPU the gateway's shipped configuration polls on (conf/rdmagate.yaml dataplane.cores: [1]).
 constexpr unsigned kGatewayDefaultCpu = 1;
 
@@ -273,6 +277,9 @@ class ClientImpl {
   std::unique_ptr<std::atomic<bool>[]> up_;  // [gateway * cores + core]: a connection of that pair is up
   std::atomic<std::uint32_t> connections_up_{0};
   std::atomic<std::uint32_t> min_message_{0};
+  // The shortest keepalive interval of the connections up (0: none up): an owner-driven core must wake for
+  // it while the application sleeps on the event fd.
+  std::atomic<std::uint32_t> keepalive_ms_{0};
   std::atomic<std::uint64_t> reconnects_{0};
 
   // Buffer pool: one hugepage region, one MR; first-fit ranges under a mutex (caller threads only).
@@ -377,10 +384,15 @@ bool ClientImpl::start(std::string* error) {
     cc.idle = c.yield_when_idle ? dataplane::IdlePolicy::kYield : dataplane::IdlePolicy::kBusy;
     cc.idle_yield_after = 64;
     cc.bulk_bytes_per_conn = 0;  // chunks name the caller's memory; the client has no bounce buffer
+    cc.keepalive_us = std::uint64_t{kMinor0KeepaliveMs} * 1000;
+    cc.dead_peer_us = 0;  // a silent gateway fails the requests it holds at request_timeout
     cc.memory = memory;
     ec.cores.push_back(cc);
   }
   ec.local.params = protocol::ConnParams{c.queue_depth, c.max_message, protocol::kMaxFragments, 0xffffffffu};
+  // No keepalive preference and no dead-peer timeout of our own: a 1.1 gateway's announced interval becomes
+  // the connection's (protocol §3.8), and the client keeps each connection alive at it.
+  ec.local.timers = protocol::Timers{0, 0};
   ec.backoff.min = std::chrono::milliseconds(50);
   ec.backoff.max = std::chrono::seconds(2);
   ec.handshake_timeout = c.connect_timeout;
@@ -517,13 +529,22 @@ Status ClientImpl::arm_st() {
   const bool idle = !timers_due_ && !stop_progress_.load(std::memory_order_acquire) &&
                     runner_->idle_for_sleep_st() && !svc.submissions_waiting_st();
   // Request deadlines: while requests are open the timer fires every request_timeout / 8 (at least 1 ms),
-  // so a timeout is seen at most that late; with nothing open it is off and an idle client never wakes.
+  // so a timeout is seen at most that late. Keepalives: while a connection is up, every quarter of its
+  // keepalive interval, so that our NOOP leaves at most a quarter late (the gateway closes a connection it
+  // hears nothing from for its dead-peer timeout, protocol §3.8); the gateway's own keepalives wake us too.
+  // With no connection up and nothing open the timer is off and an idle client never wakes.
   itimerspec its{};
+  std::chrono::nanoseconds period{0};
   if (idle && svc.requests_open_st()) {
-    const auto period = std::max<std::chrono::nanoseconds>(std::chrono::milliseconds(1), cfg_.request_timeout / 8);
-    its.it_value.tv_sec = static_cast<time_t>(period.count() / 1'000'000'000);
-    its.it_value.tv_nsec = static_cast<long>(period.count() % 1'000'000'000);
+    period = std::max<std::chrono::nanoseconds>(std::chrono::milliseconds(1), cfg_.request_timeout / 8);
   }
+  if (const std::uint32_t k = keepalive_ms_.load(std::memory_order_acquire); idle && k != 0) {
+    const auto quarter =
+        std::max<std::chrono::nanoseconds>(std::chrono::milliseconds(1), std::chrono::milliseconds(k) / 4);
+    if (period.count() == 0 || quarter < period) period = quarter;
+  }
+  its.it_value.tv_sec = static_cast<time_t>(period.count() / 1'000'000'000);
+  its.it_value.tv_nsec = static_cast<long>(period.count() % 1'000'000'000);
   timerfd_settime(timerfd_, 0, &its, nullptr);
   return idle ? Status::kOk : Status::kBusy;
 }
@@ -580,6 +601,7 @@ void ClientImpl::publish_st() {
   std::vector<bool> up(pairs, false);
   std::uint32_t n = 0;
   std::uint32_t min_msg = 0;
+  std::uint32_t min_keepalive = 0;
   for (std::size_t i = 0; i < conn_ids_.size(); ++i) {
     const control::Connection* c = engine_->find(conn_ids_[i]);
     if (c == nullptr || c->lifecycle().state() != control::State::kOwnedByCore) continue;
@@ -587,7 +609,10 @@ void ClientImpl::publish_st() {
     up[conn_gateway_[i] * cores_ + conn_core_[i]] = true;
     const std::uint32_t m = c->session().params.max_message_size;
     if (min_msg == 0 || m < min_msg) min_msg = m;
+    const std::uint32_t k = c->session().keepalive_ms != 0 ? c->session().keepalive_ms : kMinor0KeepaliveMs;
+    if (min_keepalive == 0 || k < min_keepalive) min_keepalive = k;
   }
+  keepalive_ms_.store(min_keepalive, std::memory_order_release);
   for (std::size_t i = 0; i < pairs; ++i) up_[i].store(up[i], std::memory_order_release);
   connections_up_.store(n, std::memory_order_release);
   // Keep the last known value while nothing is up: the threshold decides which buffers get registered.
