@@ -14,8 +14,9 @@ seconds=$2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # target name and the longest input worth trying (1 selector byte + the largest body; fuzz_core_loop: a
-# schedule of up to 400 actions and their arguments).
-targets=("fuzz_handshake:128" "fuzz_message:4200" "fuzz_object:600" "fuzz_config:4096" "fuzz_core_loop:2048")
+# schedule of up to 400 actions and their arguments; fuzz_fault_rules: 16 rules of 256 characters and newlines).
+targets=("fuzz_handshake:128" "fuzz_message:4200" "fuzz_object:600" "fuzz_config:4096" "fuzz_core_loop:2048"
+  "fuzz_fault_rules:4400")
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
