@@ -73,8 +73,9 @@ std::vector<StatsCollector::CoreProgress> StatsCollector::core_progress() const 
   return out;
 }
 
-double StatsCollector::export_value(std::uint64_t raw, bool tsc_seconds, bool gauge) const noexcept {
-  if (tsc_seconds) return static_cast<double>(raw) / tsc_hz_;
+double StatsCollector::export_value(std::uint64_t raw, Unit unit, bool gauge) const noexcept {
+  if (unit == Unit::kTscSeconds) return static_cast<double>(raw) / tsc_hz_;
+  if (unit == Unit::kMicroSeconds) return static_cast<double>(raw) / 1e6;
   // A gauge moved by add/sub wraps below zero; show that as negative rather than as 1.8e19.
   if (gauge) return static_cast<double>(static_cast<std::int64_t>(raw));
   return static_cast<double>(raw);
@@ -93,13 +94,12 @@ std::vector<MetricFamily> StatsCollector::Collect() const {
 
   for (const MetricDesc& d : metric_table()) {
     const bool gauge = d.kind == MetricKind::kGauge;
-    const bool tsc = d.unit == Unit::kTscSeconds;
     auto& f = family_for(out, d.name, d.help, gauge ? MetricType::Gauge : MetricType::Counter);
     auto emit = [&](std::uint64_t raw, const std::string* core) {
       ClientMetric m;
       if (core != nullptr) m.label.push_back({std::string(kCoreLabel), *core});
       add_labels(m, d.labels);
-      const double v = export_value(raw, tsc, gauge);
+      const double v = export_value(raw, d.unit, gauge);
       if (gauge) {
         m.gauge.value = v;
       } else {

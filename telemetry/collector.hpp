@@ -11,6 +11,7 @@
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
+#include "telemetry/metrics.hpp"
 #include "telemetry/stats.hpp"
 
 namespace rdmagate::telemetry {
@@ -52,7 +53,7 @@ class StatsCollector final : public prometheus::Collectable {
     CoreStats* block = nullptr;
     mutable std::uint64_t asleep_seen = 0;  // core_progress calls that found the core asleep
   };
-  double export_value(std::uint64_t raw, bool tsc_seconds, bool gauge) const noexcept;
+  double export_value(std::uint64_t raw, Unit unit, bool gauge) const noexcept;
 
   const std::string version_;
   const double tsc_hz_;

@@ -102,6 +102,32 @@ constexpr Table build_table() {
          "event", kAsyncEventNames);
   b.row("rdmagate_connection_close_rekicks_total", kC, Unit::kNone, kSum,
         "Closing QPs moved to the error state again because their core had not finished draining them.");
+  b.rows("rdmagate_connection_requests_abandoned_total", kC, Unit::kNone, kSum,
+         "Connection requests that ended before they were accepted, with no reject sent: the peer was gone "
+         "(peer_gone), or it never answered the gateway's accept (handshake_timeout). Not a capacity signal.",
+         "reason", kAbandonReasonNames);
+  b.row("rdmagate_core_out_of_service", kG, Unit::kNone, kCore,
+        "1 when the core lost its completion queue (IBV_EVENT_CQ_ERR): its connections were closed and it takes "
+        "no new ones until the gateway restarts.");
+  b.row("rdmagate_core_stale_completions_total", kC, Unit::kNone, kCore,
+        "Completions naming an earlier incarnation of their connection (a reused slot): dropped unseen.");
+  b.row("rdmagate_core_bulk_timeouts_total", kC, Unit::kNone, kCore,
+        "RDMA READ/WRITE chains that passed protocol.bulk_timeout_ms: their connection failed.");
+  b.rows("rdmagate_core_peer_faults_total", kC, Unit::kNone, kCore,
+         "Error completions the peer caused, by class (a local failure is in "
+         "rdmagate_core_errors_total{kind=\"completion\"} only).",
+         "class", kPeerFaultNames);
+  constexpr std::string_view kFaultHelp =
+      "Faults injected by the rules in faults.rules (docs/faults.md), by action and direction. 0 unless an "
+      "operator installed rules.";
+  for (const auto& f : kFaultInjectedLabels)
+    b.row("rdmagate_faults_injected_total", kC, Unit::kNone, kSum, kFaultHelp, {"action", f.action},
+          {"dir", f.dir});
+  b.row("rdmagate_fault_stall_seconds_total", kC, Unit::kMicroSeconds, kSum,
+        "Time cores spent stalled by fault-injection stall rules.");
+  b.row("rdmagate_fault_hold_overflows_total", kC, Unit::kNone, kSum,
+        "Messages a delay rule could not hold (the core's hold queue was full): sent or processed at once.");
+  b.row("rdmagate_fault_rules", kG, Unit::kNone, kSum, "Fault-injection rules installed (faults.rules).");
   b.row("rdmagate_store_objects", kG, Unit::kNone, kSum, "Objects held by the store.");
   b.row("rdmagate_store_bytes", kG, Unit::kBytes, kSum, "Bytes of object data held by the store.");
   b.row("rdmagate_store_allocated_bytes", kG, Unit::kBytes, kSum,
@@ -111,6 +137,14 @@ constexpr Table build_table() {
     for (const auto status : kStoreStatusNames)
       b.row("rdmagate_store_operations_total", kC, Unit::kNone, kSum, "Store operations by op and status.",
             {"op", op}, {"status", status});
+  b.row("rdmagate_store_window_full_total", kC, Unit::kNone, kSum,
+        "PUTs the memory store refused because every slot of the key's probe window was taken (not capacity); "
+        "also in rdmagate_store_operations_total{op=\"put\",status=\"no_space\"}. Should stay 0: the slot "
+        "hash is keyed per process.");
+  b.rows("rdmagate_unsolicited_answers_total", kC, Unit::kNone, kSum,
+         "Answers (inline responses, completions) a peer sent to the gateway, which never sends requests: "
+         "ignored and counted.",
+         "type", kUnsolicitedTypeNames);
   b.row("rdmagate_store_cache_hits_total", kC, Unit::kNone, kSum,
         "GETs answered from the hugepage cache in front of RADOS (store.backend: rados).");
   b.row("rdmagate_store_cache_misses_total", kC, Unit::kNone, kSum, "GETs the cache could not answer: sent to RADOS.");
@@ -168,6 +202,10 @@ static_assert(kTable[static_cast<std::size_t>(Stat::kConnectionsUnplaced)].name 
               "rdmagate_connections_unplaced");
 static_assert(kTable[static_cast<std::size_t>(failure_stat(0))].labels[0].value == "protocol_violation");
 static_assert(kTable[static_cast<std::size_t>(Stat::kViolationsFirst)].labels[0].value == "truncated_header");
+static_assert(kTable[static_cast<std::size_t>(Stat::kFaultRules)].name == "rdmagate_fault_rules");
+static_assert(kTable[static_cast<std::size_t>(peer_fault_stat(4))].labels[0].value == "rnr_retry_exceeded");
+static_assert(kTable[static_cast<std::size_t>(Stat::kUnsolicitedCompletions)].labels[0].value == "completion");
+static_assert(kTable[static_cast<std::size_t>(Stat::kCacheHits)].name == "rdmagate_store_cache_hits_total");
 static_assert(kTable[static_cast<std::size_t>(Stat::kStoreAllocatedBytes)].name ==
               "rdmagate_store_allocated_bytes");
 static_assert(

@@ -13,7 +13,8 @@ namespace rdmagate::telemetry {
 
 enum class MetricKind : std::uint8_t { kCounter = 0, kGauge = 1 };
 // kTscSeconds: stored as TSC cycles on the data path (no division there), exported in seconds.
-enum class Unit : std::uint8_t { kNone = 0, kBytes = 1, kTscSeconds = 2 };
+// kMicroSeconds: stored in microseconds (a count that is already a duration), exported in seconds.
+enum class Unit : std::uint8_t { kNone = 0, kBytes = 1, kTscSeconds = 2, kMicroSeconds = 3 };
 // kPerCore series carry a `core` label; kSummed series are added up over every registered block.
 enum class Scope : std::uint8_t { kSummed = 0, kPerCore = 1 };
 

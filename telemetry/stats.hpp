@@ -28,9 +28,14 @@ inline constexpr std::array<std::string_view, 3> kCompletionStatusNames = {"succ
 inline constexpr std::array<std::string_view, 4> kConnStateNames = {"handshake", "established", "draining",
                                                                     "failed"};
 // Index i is protocol::RejectReason value i + 1.
-inline constexpr std::array<std::string_view, 9> kRejectReasonNames = {
+inline constexpr std::array<std::string_view, 11> kRejectReasonNames = {
     "race",  "no_resources",         "fatal",           "incompatible_version", "stale",
-    "fragments_mismatch", "queue_size_mismatch", "not_allowed", "bad_private_data"};
+    "fragments_mismatch", "queue_size_mismatch", "not_allowed", "bad_private_data", "bad_conn_param",
+    "source_limit"};
+// Connection requests that ended before they were accepted without a reject being sent: the peer was gone
+// (it destroyed its id or timed out; the CM refused our QP, accept or reject for it), or it never answered
+// our accept within the handshake timeout.
+inline constexpr std::array<std::string_view, 2> kAbandonReasonNames = {"peer_gone", "handshake_timeout"};
 // Index i < 23 is protocol::WireError value i + 1; the last three are CreditError values 1..3.
 inline constexpr std::array<std::string_view, 26> kViolationCodeNames = {
     "truncated_header",   "bad_magic",         "bad_version",          "unknown_type",
@@ -51,8 +56,30 @@ inline constexpr std::array<std::string_view, 7> kStoreStatusNames = {
 inline constexpr std::array<std::string_view, 9> kCoreErrorNames = {
     "wire", "credit", "completion", "post_send", "post_recv", "tx_exhausted", "encode", "unexpected", "dead_peer"};
 // Why a core reported a connection FAILED to control (FailureKind, as control counts it).
-inline constexpr std::array<std::string_view, 3> kFailureCauseNames = {"protocol_violation", "dead_peer",
-                                                                       "completion_error"};
+inline constexpr std::array<std::string_view, 6> kFailureCauseNames = {
+    "protocol_violation", "dead_peer", "completion_error", "peer_fault", "bulk_timeout", "cq_error"};
+// Index = dataplane::PeerFault value (dataplane/core_conn.hpp): error completions the peer caused.
+inline constexpr std::array<std::string_view, 6> kPeerFaultNames = {
+    "remote_access", "remote_invalid_request", "remote_operation", "recv_length", "rnr_retry_exceeded",
+    "retry_exceeded"};
+// Answers a peer sent to the gateway, which never sends requests (the object service ignores and counts them).
+inline constexpr std::array<std::string_view, 2> kUnsolicitedTypeNames = {"inline_response", "completion"};
+// Faults injected by faults.rules (docs/faults.md), as (action, direction) label pairs: the message actions
+// in each direction, then a core stall and a peer's QPs forced to ERR.
+struct FaultLabels {
+  std::string_view action;
+  std::string_view dir;
+};
+inline constexpr std::array<FaultLabels, 10> kFaultInjectedLabels = {{{"drop", "rx"},
+                                                                      {"drop", "tx"},
+                                                                      {"delay", "rx"},
+                                                                      {"delay", "tx"},
+                                                                      {"duplicate", "rx"},
+                                                                      {"duplicate", "tx"},
+                                                                      {"corrupt", "rx"},
+                                                                      {"corrupt", "tx"},
+                                                                      {"stall", "core"},
+                                                                      {"qp_err", "peer"}}};
 
 // Index = dataplane::PollerState value (dataplane/core_idle.hpp): where a core's running time goes.
 inline constexpr std::array<std::string_view, 5> kPollerStateNames = {"busy", "idle", "backoff", "yield",
@@ -106,14 +133,29 @@ enum class Stat : std::uint16_t {
   kViolationsFirst = kConnectionFailuresFirst + kFailureCauseNames.size(),  // + kViolationCodeNames index
   kAsyncEventsFirst = kViolationsFirst + kViolationCodeNames.size(),
   kCloseRekicks = kAsyncEventsFirst + kAsyncEventNames.size(),  // QPs moved to ERR again (slow CLOSED)
+  kAbandonedFirst,                                               // + kAbandonReasonNames index
+  kCoreOutOfService = kAbandonedFirst + kAbandonReasonNames.size(),  // gauge per core: its CQ was lost
+  // peer and transfer faults the cores count (per core)
+  kStaleCompletions,
+  kBulkTimeouts,
+  kPeerFaultsFirst,  // + kPeerFaultNames index
+  // fault injection (docs/faults.md)
+  kFaultsInjectedFirst = kPeerFaultsFirst + kPeerFaultNames.size(),  // + kFaultInjectedLabels index
+  kFaultStallUs = kFaultsInjectedFirst + kFaultInjectedLabels.size(),  // microseconds, exported in seconds
+  kFaultHoldOverflows,
+  kFaultRules,  // gauge
   // store
   kStoreObjects,
   kStoreBytes,
   kStoreAllocatedBytes,
   kStoreCapacityBytes,
   kStoreOpsFirst,  // + op * statuses + status
+  kStoreWindowFull = kStoreOpsFirst + kStoreOpNames.size() * kStoreStatusNames.size(),
+  kUnsolicitedFirst,  // + kUnsolicitedTypeNames index
+  kUnsolicitedInlineResponses = kUnsolicitedFirst,
+  kUnsolicitedCompletions,
   // the hugepage cache in front of RADOS (store.backend: rados) and the RADOS backend
-  kCacheHits = kStoreOpsFirst + kStoreOpNames.size() * kStoreStatusNames.size(),
+  kCacheHits,
   kCacheMisses,
   kCacheFills,
   kCacheFillSkips,
@@ -160,6 +202,14 @@ constexpr Stat violation_stat(std::size_t code_index) noexcept {
   return stat_at(Stat::kViolationsFirst, code_index);
 }
 constexpr Stat async_event_stat(std::size_t event) noexcept { return stat_at(Stat::kAsyncEventsFirst, event); }
+constexpr Stat abandoned_stat(std::size_t reason) noexcept { return stat_at(Stat::kAbandonedFirst, reason); }
+// class_index: dataplane::PeerFault value.
+constexpr Stat peer_fault_stat(std::size_t class_index) noexcept {
+  return stat_at(Stat::kPeerFaultsFirst, class_index);
+}
+constexpr Stat fault_injected_stat(std::size_t label_index) noexcept {
+  return stat_at(Stat::kFaultsInjectedFirst, label_index);
+}
 constexpr Stat store_op_stat(protocol::ObjectOp op, std::size_t status) noexcept {
   return stat_at(Stat::kStoreOpsFirst, static_cast<std::size_t>(op) * kStoreStatusNames.size() + status);
 }

@@ -63,6 +63,7 @@ TEST(MetricTable, NamingConventions) {
         EXPECT_TRUE(ends_with(base, "_bytes"));
         break;
       case Unit::kTscSeconds:
+      case Unit::kMicroSeconds:
         EXPECT_TRUE(ends_with(base, "_seconds"));
         break;
       case Unit::kNone:
