@@ -198,6 +198,11 @@ struct TelemetryConfig {
   std::uint16_t port = 9464;  // 0: any free port (tests)
   // /healthz fails when a data-plane core has not completed a loop iteration for this long.
   std::uint32_t core_stall_ms = 1000;
+  // An idle or slow HTTP client holds a serving thread at most this long (civetweb's default was 30 s: two
+  // idle connections starved the liveness probe).
+  std::uint32_t request_timeout_ms = 1000;
+  std::uint32_t threads = 4;     // serving `port`
+  std::uint16_t probe_port = 0;  // a second listener for /healthz and /readyz only; 0: none
 
   bool operator==(const TelemetryConfig&) const = default;
 };

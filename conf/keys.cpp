@@ -837,6 +837,15 @@ class Table {
     add<UnsignedKey<T, std::uint32_t>>(&Config::telemetry, &T::core_stall_ms, "telemetry.core_stall_ms", "ms",
                                        10u, 600000u, L,
                                        "/healthz fails when a core has not looped for this long");
+    add<UnsignedKey<T, std::uint32_t>>(&Config::telemetry, &T::request_timeout_ms,
+                                       "telemetry.request_timeout_ms", "ms", 100u, 60000u, R,
+                                       "an HTTP client's whole request, and each response write, within this; "
+                                       "else the connection is closed");
+    add<UnsignedKey<T, std::uint32_t>>(&Config::telemetry, &T::threads, "telemetry.threads", "threads", 1u,
+                                       64u, R, "threads serving telemetry.port");
+    add<UnsignedKey<T, std::uint16_t>>(&Config::telemetry, &T::probe_port, "telemetry.probe_port", "port",
+                                       std::uint16_t{0}, std::uint16_t{65535}, R,
+                                       "a second listener serving only /healthz and /readyz; 0 = none");
 
     add<CidrListKey<Se>>(&Config::security, &Se::allowed_clients, "security.allowed_clients", "list of CIDRs",
                          0, 1024, L, "client prefixes allowed to connect; [] rejects all");

@@ -234,6 +234,15 @@ void checkProtocol(Checker& k) {
   }
 }
 
+void checkTelemetry(Checker& k) {
+  const TelemetryConfig& t = k.c().telemetry;
+  if (k.usable({"telemetry.probe_port", "telemetry.port"}) && t.probe_port != 0 && t.probe_port == t.port) {
+    k.conflict("telemetry.probe_port", "telemetry.port",
+               std::to_string(t.probe_port) + " is {other}: the probe listener needs a port of its own",
+               std::to_string(t.port) + " is also {other}: the probe listener needs a port of its own");
+  }
+}
+
 void checkStore(Checker& k) {
   const StoreConfig& s = k.c().store;
   if (k.usable({"store.max_value_bytes", "store.capacity_mib"}) &&
@@ -272,6 +281,7 @@ void validateInto(const Config& config, const ConfigOrigins& origins, const Host
   checkDataplane(k);
   checkProtocol(k);
   checkStore(k);
+  checkTelemetry(k);
 }
 
 void sortErrors(std::vector<ConfigError>& errors) {

@@ -212,6 +212,9 @@ std::optional<GatewaySettings> plan_gateway(const conf::Config& cfg, std::string
     telemetry::HttpOptions ho;
     ho.bind_address = cfg.telemetry.bind_address.str();
     ho.port = cfg.telemetry.port;
+    ho.threads = cfg.telemetry.threads;
+    ho.request_timeout = std::chrono::milliseconds(cfg.telemetry.request_timeout_ms);
+    if (cfg.telemetry.probe_port != 0) ho.probe_port = cfg.telemetry.probe_port;
     s.http = ho;
   }
   s.core_stall = std::chrono::milliseconds(cfg.telemetry.core_stall_ms);

@@ -229,6 +229,13 @@ TEST(Cores, EmptyLcoresListIsAnError) {
       ElementsAre("conf/x.yaml:2:3: eal.lcores: an empty list starts no lcore; omit the key or write auto"));
 }
 
+TEST(Telemetry, ProbePortMustDifferFromPort) {
+  EXPECT_THAT(errorsOf("telemetry:\n  port: 9464\n  probe_port: 9464\n"),
+              ElementsAre("conf/x.yaml:3:3: telemetry.probe_port: 9464 is telemetry.port = 9464 (line 2): the "
+                          "probe listener needs a port of its own"));
+  EXPECT_THAT(errorsOf("telemetry:\n  probe_port: 9465\n"), IsEmpty());
+}
+
 // --- eal -----------------------------------------------------------------------------------------------
 
 TEST(Eal, InMemoryWithHugepagesDisabledBlamesHugepagesWhenInMemoryIsDefault) {

@@ -119,6 +119,9 @@ TEST(GatewaySettings, DefaultsListenersAndTelemetry) {
   EXPECT_EQ(s.http->bind_address, "127.0.0.1");
   EXPECT_EQ(s.http->port, 9464);
   EXPECT_FALSE(s.http->cpus.has_value());  // the wiring's: EAL's main lcore, known once EAL runs
+  EXPECT_EQ(s.http->threads, 4u);
+  EXPECT_EQ(s.http->request_timeout, 1000ms);
+  EXPECT_FALSE(s.http->probe_port.has_value());
   EXPECT_EQ(s.core_stall, 1000ms);
 }
 
@@ -366,6 +369,13 @@ TEST(GatewaySettings, Telemetry) {
   EXPECT_EQ(s.http->bind_address, "0.0.0.0");
   EXPECT_EQ(s.http->port, 0);  // any free port
   EXPECT_EQ(s.core_stall, 250ms);
+
+  const GatewaySettings bounded = plan(
+      {"telemetry.threads=8", "telemetry.request_timeout_ms=1500", "telemetry.probe_port=9465"});
+  EXPECT_EQ(bounded.http->threads, 8u);
+  EXPECT_EQ(bounded.http->request_timeout, 1500ms);
+  ASSERT_TRUE(bounded.http->probe_port.has_value());
+  EXPECT_EQ(*bounded.http->probe_port, 9465);
 
   const GatewaySettings off = plan({"telemetry.enabled=false", "telemetry.core_stall_ms=250"});
   EXPECT_FALSE(off.http.has_value());
