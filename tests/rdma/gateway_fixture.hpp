@@ -86,12 +86,13 @@ struct GatewayOptions {
   store::StoreConfig store{};                // max_value 4 MiB by default; capacity_bytes 0 = the region
   std::string addr = rxe_addr();
   std::string name = "gateway";
-  bool latency_stats = true;  // a telemetry::CoreStats per core (gw->stats(i))
+  bool latency_stats = true;       // a telemetry::CoreStats per core (gw->stats(i))
+  std::uint32_t keepalive_ms = 0;  // 0: none (the engine tests' default)
+  std::uint32_t dead_peer_ms = 0;  // 0: never
 };
 
 class Gateway {
  public:
-
   static std::unique_ptr<Gateway> start(const GatewayOptions& o, std::string* error) {
     std::unique_ptr<Gateway> g(new Gateway());
     g->opts_ = o;
@@ -110,10 +111,14 @@ class Gateway {
     e.name = o.name;
     e.device = rdma_device();
     e.passive = true;
-    for (unsigned i = 0; i < o.cores; ++i)
+    for (unsigned i = 0; i < o.cores; ++i) {
       e.cores.push_back(guest_core_config(kGatewayLcores[i], o.max_message));
+      e.cores.back().keepalive_us = std::uint64_t{o.keepalive_ms} * 1000;
+      e.cores.back().dead_peer_us = std::uint64_t{o.dead_peer_ms} * 1000;
+    }
     e.local.params = protocol::ConnParams{o.queue_depth, o.max_message, protocol::kMaxFragments, o.max_bulk};
     e.local.min_queue_depth = protocol::kMinCreditQueueDepth;
+    e.local.timers = protocol::Timers{o.keepalive_ms, o.dead_peer_ms};
     e.handshake_timeout = std::chrono::seconds(10);
     g->engine_ = control::Engine::create(e, error);
     if (!g->engine_) return nullptr;
