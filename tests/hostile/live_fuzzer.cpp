@@ -190,7 +190,15 @@ struct Options {
   bool log_sessions = false;
 };
 
-enum class ConnectResult { kEstablished, kRejected, kLocalRefused, kUnreachable, kTimeout, kError };
+enum class ConnectResult {
+  kEstablished,
+  kRejected,
+  kLocalRefused,
+  kVanished,
+  kUnreachable,
+  kTimeout,
+  kError
+};
 
 const char* to_string(ConnectResult r) {
   switch (r) {
@@ -200,6 +208,8 @@ const char* to_string(ConnectResult r) {
       return "rejected";
     case ConnectResult::kLocalRefused:
       return "refused_locally";
+    case ConnectResult::kVanished:
+      return "vanished_mid_handshake";
     case ConnectResult::kUnreachable:
       return "unreachable";
     case ConnectResult::kTimeout:
@@ -225,7 +235,8 @@ class Conn {
   // rq: receives posted before rdma_connect (the offered depth, §5.1); sq: send queue depth.
   ConnectResult connect(const Options& o, const std::vector<std::uint8_t>& private_data,
                         std::uint8_t resp_res, std::uint8_t init_depth, std::uint8_t rnr_retry,
-                        std::uint32_t rq, std::uint32_t sq, std::uint32_t buf_size, std::string* detail) {
+                        std::uint32_t rq, std::uint32_t sq, std::uint32_t buf_size, std::string* detail,
+                        std::chrono::milliseconds vanish_after = std::chrono::milliseconds(-1)) {
     buf_size_ = std::max<std::uint32_t>(buf_size, 64);
     rq_ = rq;
     sq_ = sq;
@@ -277,6 +288,12 @@ class Conn {
     if (rdma_connect(id_, &cp) != 0) {
       *detail = std::string("rdma_connect: ") + std::strerror(errno);
       return ConnectResult::kLocalRefused;
+    }
+    // A peer that goes away mid-handshake: the request is out, the answer never read; the caller destroys the
+    // QP and the id without a disconnect.
+    if (vanish_after.count() >= 0) {
+      usleep(static_cast<useconds_t>(vanish_after.count()) * 1000);
+      return ConnectResult::kVanished;
     }
     const auto deadline = Clock::now() + 10s;
     for (;;) {
@@ -1276,7 +1293,9 @@ int run_fuzz(const Options& o) {
     const std::uint32_t buf = std::clamp<std::uint32_t>(offer.max_msg, 64, 65536);
     Conn c;
     std::string detail;
-    const ConnectResult cr = c.connect(o, pd, res, ini, rnr, rq, 64, buf, &detail);
+    const auto vanish = r.chance(5) ? std::chrono::milliseconds(r.below(20)) : std::chrono::milliseconds(-1);
+    const ConnectResult cr = c.connect(o, pd, res, ini, rnr, rq, 64, buf, &detail, vanish);
+    if (cr == ConnectResult::kVanished) c.teardown(false);
     t.add(std::string("connect.") + to_string(cr));
     if (cr == ConnectResult::kRejected) t.add("reject_reason." + std::to_string(c.reject_reason()));
     if (cr == ConnectResult::kError) {
