@@ -324,8 +324,13 @@ class ObjectService {
   // (whatever its cookie, a repeated one included) is unsolicited. It is ignored (it held only the receive
   // the core already re-posted, and cost the peer a credit) and counted, so a broken peer shows.
   template <typename Api>
-  void on_response_st(Api&, CoreConn&, const protocol::Message&) noexcept {
+  void on_response_st(Api&, CoreConn&, const protocol::Message& m) noexcept {
     ++cnt_.unexpected;
+    if (cfg_.stats != nullptr) {
+      cfg_.stats->add(m.type == protocol::MessageType::kCompletion
+                          ? telemetry::Stat::kUnsolicitedCompletions
+                          : telemetry::Stat::kUnsolicitedInlineResponses);
+    }
   }
 
  private:

@@ -291,10 +291,12 @@ class ObjectServiceTest : public ::testing::Test {
   }
 
   // A service over `s` and one adopted connection.
-  void start(storage::CoreStorage& s, std::uint32_t max_requests = 1024) {
+  void start(storage::CoreStorage& s, std::uint32_t max_requests = 1024,
+             telemetry::CoreStats* stats = nullptr) {
     ObjectServiceConfig cfg;
     cfg.storage = &s;
     cfg.max_requests = max_requests;
+    cfg.stats = stats;
     svc_ = std::make_unique<ObjectService>(cfg);
     conn_ = std::make_unique<CoreConn>();
     conn_->state = CoreConnState::kOwned;
@@ -693,7 +695,8 @@ TEST_F(ObjectServiceTest, AStaleCompletionIsDropped) {
 
 // The gateway asks nothing, so answers are unsolicited: counted by type, ignored, never answered.
 TEST_F(ObjectServiceTest, UnsolicitedAnswersAreCountedAndIgnored) {
-  start(store_->core(0));
+  telemetry::CoreStats block;
+  start(store_->core(0), 1024, &block);
   protocol::Message m;
   m.type = MessageType::kCompletion;
   m.opcode = opcode(protocol::ObjectOp::kGet);
@@ -703,6 +706,8 @@ TEST_F(ObjectServiceTest, UnsolicitedAnswersAreCountedAndIgnored) {
   m.type = MessageType::kInlineResponse;
   svc_->on_response_st(api_, *conn_, m);
   EXPECT_EQ(svc_->counters().unexpected, 3u);
+  EXPECT_EQ(block.load(telemetry::Stat::kUnsolicitedCompletions), 2u);
+  EXPECT_EQ(block.load(telemetry::Stat::kUnsolicitedInlineResponses), 1u);
   EXPECT_TRUE(api_.sent.empty());
   EXPECT_EQ(conn_->state, CoreConnState::kOwned);
   EXPECT_EQ(svc_->open_requests(), 0u);
