@@ -402,6 +402,10 @@ if [ "$have_python" = 1 ] && [ "${CHECK_DEPLOY_NO_SELF_TEST:-0}" != 1 ]; then
     's/drain_timeout_ms: 10000/drain_timeout_ms: 40000/' "kubernetes: terminationGracePeriodSeconds" 1
   mutate "ConfigMap binds telemetry to loopback" deploy/kubernetes/configmap.yaml \
     's/bind_address: "0.0.0.0"/bind_address: "127.0.0.1"/' "ConfigMap binds telemetry" 1
+  mutate "the probes go to the metrics port" deploy/kubernetes/daemonset.yaml 's/port: probes$/port: metrics/' \
+    "kubernetes: startupProbe GETs /healthz on the probe port" 1
+  mutate "ConfigMap drops the probe listener" deploy/kubernetes/configmap.yaml '/^      probe_port:/d' \
+    "ConfigMap gives the kubelet's probes a listener of their own" 1
   mutate "the NetworkPolicy admits any namespace labelled so" deploy/kubernetes/networkpolicy.yaml \
     's|kubernetes.io/metadata.name: monitoring|team: monitoring|' \
     "kubernetes: the NetworkPolicy admits only the monitoring namespace" 1

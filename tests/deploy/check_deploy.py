@@ -324,6 +324,10 @@ if yaml is not None:
           "probes and Prometheus cannot reach a loopback listener")
     tel_port = tel.get("port", 9464)
     check(isinstance(tel_port, int) and tel_port > 0, f"ConfigMap's telemetry port is fixed ({tel_port})")
+    probe_port = tel.get("probe_port", 0)
+    check(isinstance(probe_port, int) and probe_port > 0 and probe_port != tel_port,
+          f"ConfigMap gives the kubelet's probes a listener of their own (telemetry.probe_port {probe_port})",
+          "without it a flood or slow-loris of /metrics delays the liveness probe and the pod is restarted")
     for key in ("main_lcore", "lcores"):
         check(key not in (embedded.get("eal") or {}),
               f"ConfigMap leaves eal.{key} to the entrypoint (CPU ids are chosen by the kubelet)")
