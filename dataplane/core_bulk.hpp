@@ -36,6 +36,7 @@ bool CoreLoop<B, S>::bulk_read_st(CoreConn& c, const ChunkRequest& req, std::uin
   op.local = dst;
   op.local_lkey = lkey;
   op.failed = false;
+  op.start_tsc = now_;
   ++cnt_.read_chunks;
   cnt_.read_bytes += total;
   if (req.chunk.count > c.rd_depth) cnt_.rdma_reads_queued += req.chunk.count - c.rd_depth;
@@ -69,6 +70,7 @@ bool CoreLoop<B, S>::bulk_write_st(CoreConn& c, const ChunkRequest& req, const s
   op.local = const_cast<std::uint8_t*>(src);  // a WRITE's local memory is only read
   op.local_lkey = lkey;
   op.failed = false;
+  op.start_tsc = now_;
   const auto frags = req.chunk.view();
   std::uint32_t off = 0;
   for (std::size_t i = 0; i < frags.size() && off < len; ++i) {
@@ -127,9 +129,9 @@ void CoreLoop<B, S>::stage_rdma_st(CoreConn& c, RdmaOp rop, WrKind kind, const p
                                    std::uint32_t local_off, std::uint32_t len, unsigned flags,
                                    std::uint16_t fifo_entry) noexcept {
   BulkOp& op = c.bulk_op;
-  B::stage_rdma_st(qp_of(c), rop, make_wr_id(&op, kind),
-                   Segment{reinterpret_cast<std::uintptr_t>(op.local + local_off), len, op.local_lkey}, f.addr,
-                   f.rkey, flags);
+  B::stage_rdma_st(qp_of(c), rop, make_wr_id(&op, kind, c.generation),
+                   Segment{reinterpret_cast<std::uintptr_t>(op.local + local_off), len, op.local_lkey},
+                   f.addr, f.rkey, flags);
   push_sq_st(c, fifo_entry);
   ++op.in_sq;
 }
@@ -152,10 +154,12 @@ void CoreLoop<B, S>::post_reads_st(CoreConn& c) noexcept {
 // A marker (every READ, the last WRITE of a chunk) or, only in error, an unsignaled WRITE filler.
 template <typename B, typename S>
 void CoreLoop<B, S>::rdma_completed_st(const Completion& wc) noexcept {
-  ++cnt_.completions_rdma;
   const bool marker = wr_kind(wc.wr_id) != WrKind::kRdmaFiller;
   BulkOp& op = *wr_desc<BulkOp>(wc.wr_id);
   CoreConn& c = *op.conn;
+  if (stale_st(c, wc)) [[unlikely]]
+    return;
+  ++cnt_.completions_rdma;
   pop_sq_st(c, marker ? kRdmaMarker : kRdmaFiller);
   if (wc.status != CompletionStatus::kOk) [[unlikely]] {
     op.failed = true;

@@ -10,6 +10,11 @@ template <typename B, typename S>
 void CoreLoop<B, S>::on_adopt_st(ConnHandle h) noexcept {
   CoreConn& c = *h.as_ptr<CoreConn>();
   if (c.state != CoreConnState::kPosted) return;  // a CLOSE overtook it? (cannot: rings are FIFO)
+  if (cq_lost_) [[unlikely]] {  // its messages would never be seen, nor its answers' completions
+    c.state = CoreConnState::kFailed;
+    report_failed_st(c, FailureKind::kCqError, 0);
+    return;
+  }
   if (protocol::CreditMachine::validate(c.credit_cfg, c.links.size()) != protocol::CreditError::kOk) {
     c.state = CoreConnState::kFailed;
     report_failed_st(c, FailureKind::kProtocol,
@@ -26,11 +31,7 @@ void CoreLoop<B, S>::on_adopt_st(ConnHandle h) noexcept {
   std::uint32_t i = 0;
   for (; i < c.early_count && c.state == CoreConnState::kOwned; ++i) {
     RxDesc& rx = parked_rx_st(c, i);
-    if constexpr (SharedReceiveBackend<B>) {
-      handle_pooled_st(c, rx);
-    } else {
-      handle_message_st(c, rx);
-    }
+    receive_st(c, rx);
   }
   drop_parked_st(c, i);
   mark_dirty_st(c);
@@ -39,6 +40,10 @@ void CoreLoop<B, S>::on_adopt_st(ConnHandle h) noexcept {
 template <typename B, typename S>
 void CoreLoop<B, S>::on_close_st(ConnHandle h, CloseReason) noexcept {
   CoreConn& c = *h.as_ptr<CoreConn>();
+  if (cq_lost_) [[unlikely]] {
+    close_lost_st(c);
+    return;
+  }
   if (c.state == CoreConnState::kDraining || c.state == CoreConnState::kClosed) return;
   if (c.state == CoreConnState::kOwned || (c.state == CoreConnState::kFailed && c.credits)) {
     svc_.on_close_st(*this, c);
@@ -55,6 +60,10 @@ void CoreLoop<B, S>::on_close_st(ConnHandle h, CloseReason) noexcept {
     }
   }
   drop_parked_st(c, 0);  // parked receives already completed: drop them
+  // Messages a delay rule holds give their buffers back.
+  if (res_.faults.armed()) {
+    res_.faults.forget_st(&c, [this](const FaultHeld& held) { release_held_st(held, false); });
+  }
   c.chunk_count = 0;  // waiting chunk requests are dropped with the connection
   // Unsignaled sends that completed leave no CQE: a signaled marker behind them proves the SQ empty. If it
   // cannot be posted now, the FIFO stays as it is (what is on the device still flushes into it) and the
@@ -68,7 +77,7 @@ void CoreLoop<B, S>::on_close_st(ConnHandle h, CloseReason) noexcept {
 
 template <typename B, typename S>
 bool CoreLoop<B, S>::post_drain_st(CoreConn& c) noexcept {
-  B::stage_send_st(qp_of(c), make_wr_id(&c.drain, WrKind::kDrain), Segment{}, kSendSignaled);
+  B::stage_send_st(qp_of(c), make_wr_id(&c.drain, WrKind::kDrain, c.generation), Segment{}, kSendSignaled);
   if (B::flush_st(qp_of(c)).send_unposted != 0) {
     ++cnt_.errors[static_cast<std::size_t>(CoreError::kPostSend)];
     return false;
@@ -110,10 +119,79 @@ void CoreLoop<B, S>::on_config_st(ConfigKey k, std::uint64_t v) noexcept {
       }
       return;
     }
-    default:
-      ++cnt_.errors[static_cast<std::size_t>(CoreError::kUnexpected)];  // a key this core does not know
+    case ConfigKey::kFaultTable:  // a new rule table; a stall rule for this core spins in apply_st
+      res_.faults.apply_st(reinterpret_cast<const FaultTable*>(static_cast<std::uintptr_t>(v)), res_.index(),
+                           tsc_hz_);
       return;
+    case ConfigKey::kBulkTimeoutUs:
+      if (v == 0) break;  // every transfer keeps a deadline
+      bulk_timeout_tsc_ = us_to_tsc(v, tsc_hz_);
+      return;
+    default:
+      break;
   }
+  ++cnt_.errors[static_cast<std::size_t>(CoreError::kUnexpected)];  // a key or value this core does not take
+}
+
+// ToCore kCqLost: the CQ is in error and reports nothing more, flushes included, so no drain can end and no
+// bulk op's work requests can be proven done by completions. What is staged goes out while control still
+// lets the core touch its QPs; every owned connection fails (kCqError); the loop stops polling (run_with_st,
+// progress_st) and answers kCqLost once it has, after which it posts nothing to any QP. A CLOSE then means
+// the QP is destroyed (close_lost_st).
+template <typename B, typename S>
+void CoreLoop<B, S>::on_cq_lost_st() noexcept {
+  if (cq_lost_) return;
+  flush_st();
+  cq_lost_ = true;
+  while (!owned_.empty()) fail_st(*owned_.back(), FailureKind::kCqError, 0);
+}
+
+// One turn of a core whose CQ is lost: control's commands only, and the kCqLost answer once.
+template <typename B, typename S>
+void CoreLoop<B, S>::lost_turn_st() noexcept {
+  now_ = rte_rdtsc();
+  if (!cq_lost_answered_) {
+    cq_lost_answered_ = mailbox_.cq_lost_st(res_.index());
+    if (!cq_lost_answered_) ++cnt_.errors[static_cast<std::size_t>(CoreError::kUnexpected)];
+  }
+  mailbox_.check_st(*this);
+}
+
+// CLOSE on a core whose CQ is lost: control destroyed the connection's QP first, so nothing posted can run or
+// touch memory any more, though no completion will ever say so. Everything the connection holds is released
+// now (the service's close, then its bulk op ends as failed: its reservation or pin goes) and CLOSED answers.
+// Also for a connection already draining when the CQ was lost (control sends CLOSE again).
+template <typename B, typename S>
+void CoreLoop<B, S>::close_lost_st(CoreConn& c) noexcept {
+  if (c.state == CoreConnState::kClosed) return;
+  if (c.state == CoreConnState::kOwned || (c.state == CoreConnState::kFailed && c.credits)) {
+    svc_.on_close_st(*this, c);
+  }
+  remove_owned_st(c);
+  c.state = CoreConnState::kDraining;
+  if (c.credits) {
+    for (std::uint16_t tx = c.credits->cancel_next(); tx != protocol::TxQueues::kEnd;
+         tx = c.credits->cancel_next()) {
+      free_tx_st(c, tx);
+    }
+  }
+  c.early_count = 0;  // a shared pool's parked buffers stay out of it: the pool is lost with the CQ
+  c.chunk_count = 0;
+  if (c.drain_retry) {
+    c.drain_retry = false;
+    std::erase(drain_retry_, &c);
+  }
+  if (c.dirty) {
+    c.dirty = false;
+    std::erase(dirty_, &c);
+  }
+  c.staged_recvs = c.staged_sends = 0;
+  pop_sq_st(c, kSqAll);
+  c.rx_posted = 0;
+  c.drain_posted = false;
+  c.bulk_op.failed = true;
+  maybe_end_bulk_st(c);
+  maybe_closed_st(c);
 }
 
 // The drain marker completed (flushed, normally: the QP is in ERR): everything posted before it has too.
@@ -151,6 +229,9 @@ void CoreLoop<B, S>::maybe_closed_st(CoreConn& c) noexcept {
 // Keepalive NOOPs and dead peers, on TSC deadlines (every kTimerEvery iterations).
 template <typename B, typename S>
 void CoreLoop<B, S>::timers_st() noexcept {
+  if (res_.faults.armed()) {
+    res_.faults.release_due_st(now_, [this](const FaultHeld& held) { release_held_st(held, true); });
+  }
   for (std::size_t i = 0; i < owned_.size();) {
     CoreConn& c = *owned_[i];
     if (c.credits->peer_dead(now_)) {
@@ -158,11 +239,22 @@ void CoreLoop<B, S>::timers_st() noexcept {
       fail_st(c, FailureKind::kKeepalive, 0);  // removes owned_[i]
       continue;
     }
+    // The bulk deadline: a READ/WRITE chain still on the device (a peer that stalls the send queue by posting
+    // no receives, or never lets a READ finish) fails the connection; control's CLOSE moves the QP to ERR,
+    // every work request of the op flushes, and only then does the op end and its memory go back.
+    if (c.bulk_op.state != BulkState::kIdle && now_ - c.bulk_op.start_tsc >= bulk_timeout_tsc_) [[unlikely]] {
+      ++cnt_.bulk_timeouts;
+      const std::uint64_t ms = (now_ - c.bulk_op.start_tsc) / std::max<std::uint64_t>(tsc_hz_ / 1000, 1);
+      fail_st(c, FailureKind::kBulkTimeout,
+              static_cast<std::uint32_t>(std::min<std::uint64_t>(ms, UINT32_MAX)));
+      continue;
+    }
     if (c.credits->wants_noop(now_)) mark_dirty_st(c);
     ++i;
   }
   if (!dirty_.empty()) flush_st();
-  for (std::size_t i = 0; i < drain_retry_.size();) {
+  // A lost CQ: no QP is touched any more (control destroys them; close_lost_st ends the connections).
+  for (std::size_t i = 0; i < drain_retry_.size() && !cq_lost_;) {
     CoreConn& c = *drain_retry_[i];
     if (c.sq_inflight() != 0 && !post_drain_st(c)) {
       ++i;

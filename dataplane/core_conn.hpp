@@ -5,10 +5,15 @@
 // fields marked "core". What a work request looks like on the device is the backend's business
 // (dataplane/backend/): nothing here is a verbs structure.
 //
-// wr_id encoding (o2iblnd style): the address of the RxDesc/TxDesc (8-byte aligned) with the work request
-// kind in the low 3 bits, so a completion finds its descriptor, and through it its connection, without a
-// lookup. A completion may arrive before ADOPT (receives are posted before accept): the core finds the
-// connection through the descriptor and parks the message (early rx).
+// wr_id encoding (o2iblnd style): the address of the RxDesc/TxDesc/BulkOp (8-byte aligned) with the work
+// request kind in the low 3 bits, so a completion finds its descriptor, and through it its connection,
+// without a lookup; and the connection's generation in the top 16 bits (kWrGenShift), so that a completion of
+// an earlier incarnation of the same CoreConn (an active side reconnects over the same object, control
+// rebuilds its descriptors in place) is recognised and dropped instead of being taken for one of the new
+// connection's (the shape of SPDK issue 3830). User-space addresses on Linux fit 48 bits: x86-64 with 5-level
+// paging and arm64 with 52-bit VAs hand out higher ones only to an mmap whose hint asks for them, which no
+// allocator does. A completion may arrive before ADOPT (receives are posted before accept): the core finds
+// the connection through the descriptor and parks the message (early rx).
 //
 // With a shared receive queue (CoreConfig::srq) a receive descriptor belongs to the core's pool, not to a
 // connection (RxDesc::conn is null): the connection comes from the completion's QP number through the core's
@@ -50,13 +55,23 @@ constexpr std::uint64_t us_to_tsc(std::uint64_t us, std::uint64_t hz) noexcept {
   return us / 1'000'000 * hz + us % 1'000'000 * hz / 1'000'000;
 }
 
-inline std::uint64_t make_wr_id(const void* desc, WrKind k) noexcept {
-  return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(desc)) | static_cast<std::uint64_t>(k);
+inline constexpr unsigned kWrGenShift = 48;
+inline constexpr std::uint64_t kWrAddrMask = ((std::uint64_t{1} << kWrGenShift) - 1) & ~kWrKindMask;
+static_assert(sizeof(void*) == 8, "the wr_id keeps a 48-bit address beside the generation");
+
+// `gen`: the connection's CoreConn::generation; 0 for the buffers of a core's shared receive pool, which
+// belong to no connection (their connection comes from the completion's QP number).
+inline std::uint64_t make_wr_id(const void* desc, WrKind k, std::uint16_t gen) noexcept {
+  return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(desc)) | static_cast<std::uint64_t>(k) |
+         std::uint64_t{gen} << kWrGenShift;
 }
 inline WrKind wr_kind(std::uint64_t wr_id) noexcept { return static_cast<WrKind>(wr_id & kWrKindMask); }
+inline std::uint16_t wr_gen(std::uint64_t wr_id) noexcept {
+  return static_cast<std::uint16_t>(wr_id >> kWrGenShift);
+}
 template <typename T>
 inline T* wr_desc(std::uint64_t wr_id) noexcept {
-  return reinterpret_cast<T*>(static_cast<std::uintptr_t>(wr_id & ~kWrKindMask));
+  return reinterpret_cast<T*>(static_cast<std::uintptr_t>(wr_id & kWrAddrMask));
 }
 
 struct CoreConn;
@@ -80,6 +95,9 @@ struct alignas(8) TxDesc {
 // an unsignaled RDMA WRITE before it (filler). Both are above any tx descriptor index.
 inline constexpr std::uint16_t kRdmaMarker = 0xfff0;
 inline constexpr std::uint16_t kRdmaFiller = 0xfff1;
+// tx descriptors a connection may have: every index stays below the markers (CoreResources::create refuses
+// more).
+inline constexpr std::uint32_t kMaxTxPerConn = kRdmaMarker;
 
 // Payload bytes a queued chunk request keeps: the receive buffer is re-posted at once, so the payload (an
 // object key prefix, for instance) is copied. Enough for the object service's largest key prefix (251 B)
@@ -126,6 +144,8 @@ struct alignas(8) BulkOp {
   // until then the device may still read or write its local memory (an unsignaled WRITE that ran leaves
   // the FIFO only behind a later signaled completion, the drain marker's at the latest).
   std::uint16_t in_sq = 0;
+  // TSC when the op started: the bulk deadline (CoreConfig::bulk_timeout_us) counts from here.
+  std::uint64_t start_tsc = 0;
 };
 inline constexpr std::uint32_t kChunkQueue = 4;  // chunk requests a connection may have waiting
 
@@ -191,6 +211,11 @@ struct CoreConn {
   std::uint32_t bulk_size = 0;
   std::uint32_t rkey = 0;            // active side: key of the core's region (requests' chunks)
   std::uint16_t rd_depth = 1;        // RDMA READs in flight at most (initiator depth)
+  std::array<std::uint8_t, 16>
+      peer_ip{};  // the peer's address (IPv4 as ::ffff:a.b.c.d): what fault rules match (ctl sets it)
+  // This incarnation's mark in every wr_id of its descriptors (never 0: a core's pool buffers carry 0). A
+  // completion that carries another is a stale one of an earlier incarnation: counted and dropped.
+  std::uint16_t generation = 0;
   // ---- set by control before ADOPT (the ring's release/acquire publishes them) ----
   protocol::Session session{};
   protocol::CreditConfig credit_cfg{};
@@ -237,6 +262,20 @@ enum class CoreError : std::uint8_t {
 };
 inline constexpr std::size_t kCoreErrorCount = 9;
 
+// Error completions the peer caused, not this gateway or its device (the connection fails with
+// FailureKind::kPeerFault, status the device's ibv_wc_status), so that an operator can tell them from local
+// failures. Counted by class (CoreCounters::peer_faults).
+enum class PeerFault : std::uint8_t {
+  kRemoteAccess = 0,  // IBV_WC_REM_ACCESS_ERR: our READ/WRITE named a bad rkey or range of the peer
+  kRemoteInvalidRequest =
+      1,                  // IBV_WC_REM_INV_REQ_ERR: the peer refused our request (e.g. its receive is short)
+  kRemoteOperation = 2,   // IBV_WC_REM_OP_ERR: the peer could not complete it (its receive buffer's fault)
+  kRecvLength = 3,        // IBV_WC_LOC_LEN_ERR on a receive: the peer sent more than our receive buffer
+  kRnrRetryExceeded = 4,  // IBV_WC_RNR_RETRY_EXC_ERR: the peer posted no receive for our SEND
+  kRetryExceeded = 5,     // IBV_WC_RETRY_EXC_ERR: the peer stopped acknowledging (gone, or the path)
+};
+inline constexpr std::size_t kPeerFaultCount = 6;
+
 // Failure statuses the core reports with FailureKind::kProtocol: a WireError below kCreditStatusBase, a
 // CreditError at kCreditStatusBase + code, an unexpected message type at kUnexpectedStatusBase + type.
 inline constexpr std::uint32_t kCreditStatusBase = 0x100;
@@ -280,6 +319,13 @@ struct CoreCounters {
   // Shared receive queue: receives of a QP no connection of this core names (any more: one that ran as its
   // QP went to ERR after CLOSED); the buffer goes back to the pool.
   std::uint64_t srq_stray = 0;
+  // Completions whose wr_id names an earlier incarnation of their connection (wr_gen): dropped unseen.
+  std::uint64_t stale_completions = 0;
+  // Bulk transfers that passed CoreConfig::bulk_timeout_us: their connection failed
+  // (FailureKind::kBulkTimeout).
+  std::uint64_t bulk_timeouts = 0;
+  // Error completions the peer caused, by class (also counted in completions_error).
+  std::array<std::uint64_t, kPeerFaultCount> peer_faults{};
 };
 
 // QP number -> connection, for the receives of a core's shared receive queue: an open-addressing table of

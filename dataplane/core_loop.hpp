@@ -63,6 +63,7 @@ class CoreLoop {
     // Both powers of two (CoreResources::create checked check_every): timers run at a ring check.
     check_mask_ = res.config().check_every - 1;
     timer_mask_ = std::max(kTimerEvery, res.config().check_every) - 1;
+    bulk_timeout_tsc_ = us_to_tsc(res.config().bulk_timeout_us, tsc_hz_);
   }
   CoreLoop(const CoreLoop&) = delete;
   CoreLoop& operator=(const CoreLoop&) = delete;
@@ -117,6 +118,10 @@ class CoreLoop {
   // telemetry (CoreResources::stats): its busy/idle split means nothing for a core that sleeps.
   unsigned progress_st() noexcept {
     ++cnt_.polls;
+    if (cq_lost_) [[unlikely]] {
+      lost_turn_st();
+      return 0;
+    }
     unsigned done = 0;
     if (stashed_ != 0) {
       now_ = rte_rdtsc();
@@ -132,6 +137,10 @@ class CoreLoop {
     }
     now_ = rte_rdtsc();
     if (mailbox_.check_st(*this) != 0) flush_st();
+    if (cq_lost_) [[unlikely]] {
+      lost_turn_st();
+      return done;
+    }
     if (now_ >= next_timers_) {
       timers_st();
       next_timers_ = now_ + publish_every_;
@@ -184,6 +193,9 @@ class CoreLoop {
   void on_adopt_st(ConnHandle h) noexcept;
   void on_close_st(ConnHandle h, CloseReason why) noexcept;
   void on_config_st(ConfigKey k, std::uint64_t v) noexcept;
+  void on_cq_lost_st() noexcept;
+  // True once control said the CQ is lost (ToCore kCqLost): the core polls and posts nothing any more.
+  bool cq_lost_st() const noexcept { return cq_lost_; }
 
  private:
   static Qp& qp_of(CoreConn& c) noexcept { return static_cast<Qp&>(*c.qp); }
@@ -199,7 +211,7 @@ class CoreLoop {
     // A loop run again (host tests run it a few iterations at a time) goes on with the running time it had.
     start_tsc_ = rte_rdtsc() - ran_tsc_;
     std::uint64_t next_publish = start_tsc_ + ran_tsc_;
-    for (std::uint64_t iter = 0;; ++iter) {
+    for (std::uint64_t iter = 0; !cq_lost_; ++iter) {
       ++cnt_.polls;
       if (poll_once_st()) [[likely]] {
         busy_tsc_ += rte_rdtsc() - now_;
@@ -222,13 +234,25 @@ class CoreLoop {
       if ((iter & check_mask_) == 0) [[unlikely]] {
         now_ = rte_rdtsc();
         if (mailbox_.check_st(*this) != 0) flush_st();
-        if (res_.stop.load(std::memory_order_acquire)) break;
+        if (res_.stop.load(std::memory_order_acquire) || cq_lost_) break;
         if (now_ >= next_publish && res_.stats != nullptr) {
           publish_st(now_);
           next_publish = now_ + publish_every_;
         }
         if ((iter & timer_mask_) == 0) timers_st();
       }
+    }
+    // The CQ is lost (ToCore kCqLost): nothing is polled or posted any more; control's CLOSEs (each after it
+    // destroyed the QP) end the connections. Until stop, at least one turn (a test's stop is preset).
+    if (cq_lost_) {
+      do {
+        lost_turn_st();
+        if (now_ >= next_publish && res_.stats != nullptr) {
+          publish_st(now_);
+          next_publish = now_ + publish_every_;
+        }
+        rte_pause();
+      } while (!res_.stop.load(std::memory_order_acquire));
     }
     const std::uint64_t end = rte_rdtsc();
     ran_tsc_ = end - start_tsc_;
@@ -308,13 +332,18 @@ class CoreLoop {
   int sleep_timeout_ms_st() const noexcept {
     std::uint64_t ticks = 0;
     for (const CoreConn* c : owned_) {
-      for (const std::uint64_t t : {c->credits->keepalive_interval(), c->credits->dead_peer_timeout()}) {
+      for (const std::uint64_t t : {c->credits->keepalive_interval(), c->credits->dead_peer_timeout(),
+                                    c->bulk_op.state != BulkState::kIdle ? bulk_timeout_tsc_ : 0}) {
         if (t != 0 && (ticks == 0 || t < ticks)) ticks = t;
       }
     }
     if (quiescing_ && !res_.quiesced.load(std::memory_order_relaxed)) {
       const std::uint64_t quiet = tsc_hz_ / 1000 * kQuietMs;
       if (ticks == 0 || quiet < ticks) ticks = quiet;
+    }
+    if (const std::uint64_t due = res_.faults.next_due_st(); due != 0) {  // a held message
+      const std::uint64_t left = due > now_ ? due - now_ : 1;
+      if (ticks == 0 || left < ticks) ticks = left;
     }
     if (ticks == 0) return -1;
     const std::uint64_t ms = ticks / 4 / std::max<std::uint64_t>(tsc_hz_ / 1000, 1);
@@ -329,9 +358,11 @@ class CoreLoop {
         receive_completed_st(wc);
         return;
       case WrKind::kSend: {
-        ++cnt_.completions_send;
         TxDesc& d = *wr_desc<TxDesc>(wc.wr_id);
         CoreConn& c = *d.conn;
+        if (stale_st(c, wc)) [[unlikely]]
+          return;
+        ++cnt_.completions_send;
         reclaim_sq_st(c, d.index);
         if (wc.status != CompletionStatus::kOk) [[unlikely]] {
           completion_error_st(c, wc);
@@ -343,9 +374,13 @@ class CoreLoop {
         }
         return;
       }
-      case WrKind::kDrain:
-        drain_completed_st(*wr_desc<TxDesc>(wc.wr_id)->conn, wc);
+      case WrKind::kDrain: {
+        CoreConn& c = *wr_desc<TxDesc>(wc.wr_id)->conn;
+        if (stale_st(c, wc)) [[unlikely]]
+          return;
+        drain_completed_st(c, wc);
         return;
+      }
       case WrKind::kRdma:
       case WrKind::kRdmaFiller:
       default:
@@ -354,9 +389,40 @@ class CoreLoop {
     }
   }
 
+  // A completion of an earlier incarnation of `c` (its wr_id's generation is not c's): it says nothing about
+  // the connection that now owns the descriptor, and acting on it would free or reuse what is still posted.
+  bool stale_st(const CoreConn& c, const Completion& wc) noexcept {
+    if (wr_gen(wc.wr_id) == c.generation) [[likely]]
+      return false;
+    ++cnt_.stale_completions;
+    return true;
+  }
+
   void completion_error_st(CoreConn& c, const Completion& wc) noexcept {
     note_completion_error_st(c, wc);
     maybe_closed_st(c);
+  }
+
+  // The class of an error completion the peer caused, or kPeerFaultCount for a local one. device_status is an
+  // ibv_wc_status on every backend (mlx5 maps its syndromes to them).
+  static std::size_t peer_fault_of(const Completion& wc) noexcept {
+    switch (wc.device_status) {
+      case IBV_WC_REM_ACCESS_ERR:
+        return static_cast<std::size_t>(PeerFault::kRemoteAccess);
+      case IBV_WC_REM_INV_REQ_ERR:
+        return static_cast<std::size_t>(PeerFault::kRemoteInvalidRequest);
+      case IBV_WC_REM_OP_ERR:
+        return static_cast<std::size_t>(PeerFault::kRemoteOperation);
+      case IBV_WC_LOC_LEN_ERR:  // on a receive the sender's length; on our own send our bug
+        return wr_kind(wc.wr_id) == WrKind::kRecv ? static_cast<std::size_t>(PeerFault::kRecvLength)
+                                                  : kPeerFaultCount;
+      case IBV_WC_RNR_RETRY_EXC_ERR:
+        return static_cast<std::size_t>(PeerFault::kRnrRetryExceeded);
+      case IBV_WC_RETRY_EXC_ERR:
+        return static_cast<std::size_t>(PeerFault::kRetryExceeded);
+      default:
+        return kPeerFaultCount;
+    }
   }
 
   // completion_error_st without the CLOSED check (the caller still uses the connection).
@@ -366,8 +432,11 @@ class CoreLoop {
     } else {
       ++cnt_.completions_error;
       ++cnt_.errors[static_cast<std::size_t>(CoreError::kCompletion)];
+      const std::size_t fault = peer_fault_of(wc);
+      if (fault != kPeerFaultCount) ++cnt_.peer_faults[fault];
       if (c.state == CoreConnState::kOwned || c.state == CoreConnState::kPosted) {
-        report_failed_st(c, FailureKind::kCompletion, wc.device_status);
+        report_failed_st(c, fault != kPeerFaultCount ? FailureKind::kPeerFault : FailureKind::kCompletion,
+                         wc.device_status);
       }
     }
     if (c.state == CoreConnState::kOwned) {
@@ -377,15 +446,33 @@ class CoreLoop {
     }
   }
 
+  // Every received message of an owned connection (and each replayed early one) enters here.
+  void receive_st(CoreConn& c, RxDesc& rx) noexcept {
+    if (res_.faults.armed()) [[unlikely]] {  // the one branch fault injection costs (docs/faults.md)
+      faulted_receive_st(c, rx);
+      return;
+    }
+    if constexpr (SharedReceiveBackend<Backend>) {
+      handle_pooled_st(c, rx);
+    } else {
+      handle_message_st(c, rx);
+    }
+  }
+
   void handle_message_st(CoreConn& c, RxDesc& rx) noexcept {
     protocol::Message m;
+    if (accept_st(c, rx, m)) dispatch_st(c, m);
+  }
+
+  // Decode and validate, credits, re-post (staged). False: the message failed the connection.
+  bool accept_st(CoreConn& c, RxDesc& rx, protocol::Message& m) noexcept {
     const protocol::WireError we =
         protocol::decode_message(std::span<const std::uint8_t>(rx.buf, rx.byte_len), c.session, m);
     if (we != protocol::WireError::kOk) [[unlikely]] {
       ++cnt_.errors[static_cast<std::size_t>(CoreError::kWire)];
       ++cnt_.wire_errors[static_cast<std::size_t>(we)];
       fail_st(c, FailureKind::kProtocol, static_cast<std::uint32_t>(we));
-      return;
+      return false;
     }
     const protocol::CreditClass cls = protocol::credit_class(m.type);
     const protocol::CreditError ce = c.credits->on_receive(cls, m.credits, now_);
@@ -393,7 +480,7 @@ class CoreLoop {
       ++cnt_.errors[static_cast<std::size_t>(CoreError::kCredit)];
       ++cnt_.credit_errors[static_cast<std::size_t>(ce)];
       fail_st(c, FailureKind::kProtocol, kCreditStatusBase + static_cast<std::uint32_t>(ce));
-      return;
+      return false;
     }
     const auto t = static_cast<std::size_t>(m.type);
     ++cnt_.msgs_rx[t];
@@ -402,6 +489,10 @@ class CoreLoop {
     // payload), so an answer queued now carries this credit instead of a NOOP.
     stage_recv_st(c, rx);
     c.credits->on_reposted(cls);
+    return true;
+  }
+
+  void dispatch_st(CoreConn& c, const protocol::Message& m) noexcept {
     if (quiescing_ && is_request(m.type)) [[unlikely]] {
       // A request that arrives now is not started; the requester gets a clear answer.
       ++cnt_.quiesce_refused;
@@ -428,6 +519,46 @@ class CoreLoop {
         break;
     }
     mark_dirty_st(c);
+  }
+
+  // receive_st with fault rules installed: a delayed message is held (its buffer, and so the peer's credit,
+  // with it) and comes back through release_held_st; a dropped one is lost after its credits were taken and
+  // its buffer re-posted (the transport stays consistent, the service never sees it); a duplicate reaches the
+  // service twice. A corrupted one was changed in place by on_receive_st and is decoded as it now is.
+  void faulted_receive_st(CoreConn& c, RxDesc& rx) noexcept {
+    const FaultVerdict v = res_.faults.on_receive_st(c.peer_ip, rx.buf, rx.byte_len, now_);
+    if (v.action == FaultAction::kDelay && res_.faults.hold_st(FaultHeld{&c, &rx, 0, v.due})) return;
+    deliver_st(c, rx, v.action);
+  }
+
+  void deliver_st(CoreConn& c, RxDesc& rx, FaultAction a) noexcept {
+    const std::uint64_t reposts = res_.srq_reposts;
+    protocol::Message m;
+    if (accept_st(c, rx, m)) {
+      mark_dirty_st(c);  // a dropped message's buffer is re-posted (staged) all the same
+      if (a != FaultAction::kDrop) dispatch_st(c, m);
+      if (a == FaultAction::kDuplicate && c.state == CoreConnState::kOwned) dispatch_st(c, m);
+    }
+    if constexpr (SharedReceiveBackend<Backend>) {
+      if (res_.srq_reposts == reposts) repost_pool_st(rx);  // refused: no credit stands for it
+    }
+  }
+
+  // A held message's time came (deliver), or its connection closes (give back only).
+  void release_held_st(const FaultHeld& h, bool deliver) noexcept {
+    CoreConn& c = *h.conn;
+    const bool owned = deliver && c.state == CoreConnState::kOwned;
+    if (h.rx != nullptr) {
+      if (owned) {
+        deliver_st(c, *h.rx, FaultAction::kNone);
+      } else if constexpr (SharedReceiveBackend<Backend>) {
+        repost_pool_st(*h.rx);  // a connection's own buffer is consumed, as every receive of a closing one
+      }
+    } else if (owned) {
+      launch_written_st(c, h.tx);
+    } else {
+      free_tx_st(c, h.tx);
+    }
   }
 
   void refuse_st(CoreConn& c, const protocol::Message& m, Refusal why) noexcept {
@@ -480,6 +611,9 @@ class CoreLoop {
   void flush_pool_st() noexcept;
 
   // ---- send path (core_send.hpp) ---------------------------------------------------------------------
+  bool send_message_st(CoreConn& c, protocol::Message& m) noexcept;
+  bool faulted_send_st(CoreConn& c, protocol::Message& m) noexcept;
+  void launch_written_st(CoreConn& c, std::uint16_t idx) noexcept;
   std::uint16_t take_tx_st(CoreConn& c) noexcept;
   void write_st(CoreConn& c, std::uint16_t idx, const protocol::Message& m) noexcept;
   void stage_recv_st(CoreConn& c, RxDesc& rx) noexcept;
@@ -512,6 +646,8 @@ class CoreLoop {
   void maybe_closed_st(CoreConn& c) noexcept;
   void timers_st() noexcept;
   bool quiesce_idle_st() noexcept;
+  void lost_turn_st() noexcept;
+  void close_lost_st(CoreConn& c) noexcept;
 
   CoreResources& res_;
   Service& svc_;
@@ -534,6 +670,9 @@ class CoreLoop {
   static constexpr std::uint64_t kQuietMs = 50;
   bool quiescing_ = false;
   std::uint64_t last_refusal_ = 0;
+  std::uint64_t bulk_timeout_tsc_ = 0;  // CoreConfig::bulk_timeout_us (CONFIG kBulkTimeoutUs), in TSC ticks
+  bool cq_lost_ = false;                // ToCore kCqLost seen
+  bool cq_lost_answered_ = false;       // and answered (kCqLost), once the loop stopped polling
   // Caller-driven progress only.
   unsigned last_polled_ = 0;  // completions of the last poll_once_st that found some
   std::uint64_t next_timers_ = 0;

@@ -12,9 +12,23 @@ namespace rdmagate::dataplane {
 
 std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreConfig& cfg, DeviceBackend& backend,
                                                      std::string* error) {
+  // The SQ FIFO holds tx descriptor indices and, above every one of them, the RDMA markers.
+  static_assert(kMaxTxPerConn <= protocol::TxQueues::kMaxDescriptors);
+  if (cfg.tx_per_conn > kMaxTxPerConn) {
+    *error =
+        "core " + std::to_string(index) + ": " + std::to_string(cfg.tx_per_conn) +
+        " tx descriptors per connection (tx_per_conn, 3 x dataplane.queue_depth in the gateway): at most " +
+        std::to_string(kMaxTxPerConn) + ", below the send queue's RDMA markers";
+    return nullptr;
+  }
+  if (cfg.bulk_timeout_us == 0) {
+    *error = "core " + std::to_string(index) +
+             ": protocol.bulk_timeout_ms is 0: every bulk transfer needs a deadline";
+    return nullptr;
+  }
   if (cfg.max_conns == 0 || cfg.max_conns > kMaxConnsPerCore || cfg.rx_per_conn == 0 ||
-      cfg.tx_per_conn == 0 || cfg.tx_per_conn >= protocol::TxQueues::kMaxDescriptors || cfg.buf_size < 64 ||
-      cfg.check_every == 0 || cfg.check_every > kMaxCheckEvery || !std::has_single_bit(cfg.check_every)) {
+      cfg.tx_per_conn == 0 || cfg.buf_size < 64 || cfg.check_every == 0 || cfg.check_every > kMaxCheckEvery ||
+      !std::has_single_bit(cfg.check_every)) {
     *error = "core " + std::to_string(index) + ": bad sizing (max_conns 1.." + std::to_string(kMaxConnsPerCore) +
              ", rx/tx per connection >= 1, buffer >= 64 bytes, control check interval a power of two up to " +
              std::to_string(kMaxCheckEvery) + ")";
@@ -123,7 +137,7 @@ bool CoreResources::post_pool(DeviceBackend& backend, std::string* error) {
     RxDesc& d = pool_[i];
     d.buf = region_.bytes() + std::size_t{i} * cfg_.buf_size;
     d.index = i;
-    posts.push_back(RecvPost{make_wr_id(&d, WrKind::kRecv),
+    posts.push_back(RecvPost{make_wr_id(&d, WrKind::kRecv, 0),
                              Segment{reinterpret_cast<std::uintptr_t>(d.buf), cfg_.buf_size, mr_->lkey}});
   }
   std::string why;
@@ -224,6 +238,7 @@ void init_core_conn(CoreConn& cc, CoreResources& core, int slot, const CoreConnS
   cc.bulk_size = cfg.bulk_bytes_per_conn;
   cc.rkey = setup.hand_out_rkey ? core.rkey() : 0;  // the passive side never hands out a key
   cc.rd_depth = setup.rd_depth;
+  cc.generation = core.next_generation();
 }
 
 std::vector<RecvPost> initial_receives(const CoreConn& cc, std::uint32_t n) {
@@ -231,7 +246,7 @@ std::vector<RecvPost> initial_receives(const CoreConn& cc, std::uint32_t n) {
   posts.reserve(n);
   for (std::uint32_t i = 0; i < n && i < cc.rx.size(); ++i) {
     const RxDesc& d = cc.rx[i];
-    posts.push_back(RecvPost{make_wr_id(&d, WrKind::kRecv),
+    posts.push_back(RecvPost{make_wr_id(&d, WrKind::kRecv, cc.generation),
                              Segment{reinterpret_cast<std::uintptr_t>(d.buf), cc.buf_size, cc.lkey}});
   }
   return posts;

@@ -21,6 +21,7 @@
 
 #include "dataplane/backend/backend.hpp"
 #include "dataplane/core_conn.hpp"
+#include "dataplane/fault_core.hpp"
 #include "dataplane/handoff_ring.hpp"
 #include "dataplane/huge_buffer.hpp"
 
@@ -79,6 +80,9 @@ struct CoreConfig {
   std::uint32_t bulk_bytes_per_conn = 0;  // per-connection bulk buffer (chunk READ target / WRITE source)
   std::uint64_t keepalive_us = 0;       // 0: no keepalive NOOPs
   std::uint64_t dead_peer_us = 0;       // 0: never declare a peer dead
+  // protocol.bulk_timeout_ms: an RDMA READ/WRITE chain still on the device this long after it started fails
+  // its connection (FailureKind::kBulkTimeout). Never 0 (create refuses it): every transfer has a deadline.
+  std::uint64_t bulk_timeout_us = 5'000'000;
   // Non-null: the CQ reports to this completion channel once armed (a core that sleeps when idle; the
   // backend must support it, DeviceBackend::create_armable_cq).
   ibv_comp_channel* cq_channel = nullptr;
@@ -136,6 +140,11 @@ class CoreResources {
   }
   std::uint8_t* bulk_buf(int slot) const noexcept { return tx_buf(slot, cfg_.tx_per_conn); }
   ControlMailbox& control_mailbox() noexcept { return *control_mailbox_; }
+  // The generation of the next connection built on this core (init_core_conn): 1..65535, then round again.
+  std::uint16_t next_generation() noexcept {
+    if (++generation_ == 0) generation_ = 1;
+    return generation_;
+  }
 
   // ---- the core ----
   EngineCoreMailbox& core_mailbox() noexcept { return *core_mailbox_; }
@@ -150,6 +159,9 @@ class CoreResources {
   std::atomic<bool> quiesced{false};
   // The core's counters (written only by the core; readers accept stale values).
   CoreCounters counters{};
+  // Fault-injection rules and their counters (docs/faults.md): the core writes; control reads the counters
+  // and the applied generation (atomics) to publish them and to free rule tables no core uses any more.
+  CoreFaults faults{};
   // The core's telemetry block: set by control before launch_cores (it must outlive the loop); null: the
   // core publishes nothing. The core copies `counters` into it about once per millisecond.
   telemetry::CoreStats* stats = nullptr;
@@ -182,6 +194,7 @@ class CoreResources {
   std::string note_;
   std::vector<RxDesc> pool_;
   ConnTable conn_table_;
+  std::uint16_t generation_ = 0;
 };
 
 // What a connection's QP is, once created on core `core` in slot `slot`: what init_core_conn needs.

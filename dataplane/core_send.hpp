@@ -25,13 +25,20 @@ bool CoreLoop<B, S>::send_st(CoreConn& c, protocol::MessageType type, std::uint1
   m.payload = payload;
   m.status = status;
   m.byte_count = byte_count;
+  if (res_.faults.armed()) [[unlikely]]
+    return faulted_send_st(c, m);  // docs/faults.md
+  return send_message_st(c, m);
+}
+
+template <typename B, typename S>
+bool CoreLoop<B, S>::send_message_st(CoreConn& c, protocol::Message& m) noexcept {
   if (protocol::check_encodable(m, c.session, c.buf_size) != protocol::WireError::kOk) [[unlikely]] {
     ++cnt_.errors[static_cast<std::size_t>(CoreError::kEncode)];
     return false;
   }
   const std::uint16_t idx = take_tx_st(c);
   if (idx == protocol::TxQueues::kEnd) return false;
-  const protocol::SendStep step = c.credits->send_or_queue(protocol::credit_class(type), idx, now_);
+  const protocol::SendStep step = c.credits->send_or_queue(protocol::credit_class(m.type), idx, now_);
   if (step.kind == protocol::SendKind::kSend) {
     m.credits = step.credits;
     write_st(c, idx, m);
@@ -46,6 +53,63 @@ bool CoreLoop<B, S>::send_st(CoreConn& c, protocol::MessageType type, std::uint1
   }
   mark_dirty_st(c);
   return true;
+}
+
+// send_st with fault rules installed (docs/faults.md). A dropped message takes no descriptor and no credit,
+// so nothing is owed; a duplicate needs a descriptor and a credit of its own (without them only the first
+// goes); a delayed or corrupted one is written now with no credits and goes through the credit machine when
+// it leaves, as a message queued on credits does (so its checksum is computed after the corruption, as a
+// sender's bad memory).
+template <typename B, typename S>
+bool CoreLoop<B, S>::faulted_send_st(CoreConn& c, protocol::Message& m) noexcept {
+  const FaultVerdict v = res_.faults.on_send_st(c.peer_ip, m.type, m.opcode, now_);
+  switch (v.action) {
+    case FaultAction::kDrop:
+      return true;
+    case FaultAction::kDuplicate:
+      if (!send_message_st(c, m)) return false;
+      send_message_st(c, m);
+      return true;
+    case FaultAction::kDelay:
+    case FaultAction::kCorrupt: {
+      if (protocol::check_encodable(m, c.session, c.buf_size) != protocol::WireError::kOk) [[unlikely]] {
+        ++cnt_.errors[static_cast<std::size_t>(CoreError::kEncode)];
+        return false;
+      }
+      const std::uint16_t idx = take_tx_st(c);
+      if (idx == protocol::TxQueues::kEnd) return false;
+      m.credits = 0;
+      write_st(c, idx, m);
+      if (v.action == FaultAction::kCorrupt) {
+        CoreFaults::corrupt(v, c.tx[idx].buf, c.tx[idx].len);
+      } else if (res_.faults.hold_st(FaultHeld{&c, nullptr, idx, v.due})) {
+        return true;  // leaves from release_held_st
+      }
+      launch_written_st(c, idx);
+      return true;
+    }
+    default:
+      return send_message_st(c, m);
+  }
+}
+
+// A message written with no credits goes through the credit machine now: sent at once with its credit count
+// patched in, or queued like any message waiting for credits.
+template <typename B, typename S>
+void CoreLoop<B, S>::launch_written_st(CoreConn& c, std::uint16_t idx) noexcept {
+  TxDesc& d = c.tx[idx];
+  const protocol::SendStep step =
+      c.credits->send_or_queue(protocol::credit_class(static_cast<protocol::MessageType>(d.type)), idx, now_);
+  if (step.kind == protocol::SendKind::kSend) {
+    protocol::patch_credits(std::span<std::uint8_t>(d.buf, d.len), step.credits, c.session);
+    stage_tx_st(c, idx);
+  } else if (step.tx == protocol::TxQueues::kEnd) {
+    free_tx_st(c, idx);
+    ++cnt_.errors[static_cast<std::size_t>(CoreError::kTxExhausted)];
+  } else {
+    ++cnt_.credit_stalls;
+  }
+  mark_dirty_st(c);
 }
 
 template <typename B, typename S>
@@ -83,9 +147,9 @@ void CoreLoop<B, S>::write_st(CoreConn& c, std::uint16_t idx, const protocol::Me
 // completion's QP number does, and the buffer goes back to the pool whatever becomes of the message.
 template <typename B, typename S>
 void CoreLoop<B, S>::receive_completed_st(const Completion& wc) noexcept {
-  ++cnt_.completions_recv;
   RxDesc& rx = *wr_desc<RxDesc>(wc.wr_id);
   if constexpr (SharedReceiveBackend<B>) {
+    ++cnt_.completions_recv;
     CoreConn* const cp = res_.conn_table().find_st(wc.qp_num);
     if (cp == nullptr) [[unlikely]] {  // a QP this core answered CLOSED for (it ran as the QP went to ERR)
       ++cnt_.srq_stray;
@@ -101,7 +165,7 @@ void CoreLoop<B, S>::receive_completed_st(const Completion& wc) noexcept {
     rx.byte_len = wc.byte_len;
     switch (c.state) {
       case CoreConnState::kOwned:
-        handle_pooled_st(c, rx);
+        receive_st(c, rx);
         return;
       case CoreConnState::kPosted:
         // Early rx: parked in arrival order. The peer cannot send more than its credits before ADOPT, so the
@@ -120,6 +184,9 @@ void CoreLoop<B, S>::receive_completed_st(const Completion& wc) noexcept {
     }
   } else {
     CoreConn& c = *rx.conn;
+    if (stale_st(c, wc)) [[unlikely]]
+      return;
+    ++cnt_.completions_recv;
     --c.rx_posted;
     if (wc.status != CompletionStatus::kOk) [[unlikely]] {
       completion_error_st(c, wc);
@@ -128,7 +195,7 @@ void CoreLoop<B, S>::receive_completed_st(const Completion& wc) noexcept {
     rx.byte_len = wc.byte_len;
     switch (c.state) {
       case CoreConnState::kOwned:
-        handle_message_st(c, rx);
+        receive_st(c, rx);
         return;
       case CoreConnState::kPosted:
         // Early rx: the peer sent before ADOPT reached us. Park it in arrival order.
@@ -177,7 +244,7 @@ template <typename B, typename S>
 void CoreLoop<B, S>::repost_pool_st(RxDesc& rx) noexcept {
   if constexpr (SharedReceiveBackend<B>) {
     B::stage_srq_recv_st(
-        static_cast<typename B::Srq&>(*res_.srq()), make_wr_id(&rx, WrKind::kRecv),
+        static_cast<typename B::Srq&>(*res_.srq()), make_wr_id(&rx, WrKind::kRecv, 0),
         Segment{reinterpret_cast<std::uintptr_t>(rx.buf), res_.config().buf_size, res_.lkey()});
     ++res_.srq_staged;
     ++res_.srq_reposts;
@@ -206,7 +273,7 @@ void CoreLoop<B, S>::stage_recv_st(CoreConn& c, RxDesc& rx) noexcept {
   if constexpr (SharedReceiveBackend<B>) {
     repost_pool_st(rx);
   } else {
-    B::stage_recv_st(qp_of(c), make_wr_id(&rx, WrKind::kRecv),
+    B::stage_recv_st(qp_of(c), make_wr_id(&rx, WrKind::kRecv, c.generation),
                      Segment{reinterpret_cast<std::uintptr_t>(rx.buf), c.buf_size, c.lkey});
     ++c.staged_recvs;
     ++c.rx_posted;
@@ -233,7 +300,7 @@ void CoreLoop<B, S>::stage_tx_st(CoreConn& c, std::uint16_t tx) noexcept {
     flags |= kSendSignaled;
     c.unsignaled = 0;
   }
-  B::stage_send_st(qp_of(c), make_wr_id(&d, WrKind::kSend),
+  B::stage_send_st(qp_of(c), make_wr_id(&d, WrKind::kSend, c.generation),
                    Segment{reinterpret_cast<std::uintptr_t>(d.buf), d.len, c.lkey}, flags);
   push_sq_st(c, tx);
   ++cnt_.msgs_tx[d.type];

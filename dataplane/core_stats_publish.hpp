@@ -31,6 +31,8 @@ struct PollerTimes {
 static_assert(telemetry::kMessageTypeNames.size() == protocol::kMessageTypeMax);
 static_assert(telemetry::kCoreErrorNames.size() == kCoreErrorCount);
 static_assert(static_cast<std::size_t>(CoreError::kDeadPeer) == 8);
+static_assert(telemetry::kPeerFaultNames.size() == kPeerFaultCount);
+static_assert(static_cast<std::size_t>(PeerFault::kRetryExceeded) == kPeerFaultCount - 1);
 static_assert(telemetry::kPollerStateNames.size() == kPollerStateCount);
 static_assert(static_cast<std::size_t>(PollerState::kSleep) == kPollerStateCount - 1);
 static_assert(telemetry::kWakeSourceNames.size() == kWakeSourceCount);
@@ -94,6 +96,10 @@ inline void publish_core_counters(const CoreCounters& c, const PollerTimes& t,
   s.set(Stat::kRecvPosts, c.recv_posts);
   s.set(Stat::kYields, c.yields);
   for (std::size_t i = 0; i < kCoreErrorCount; ++i) s.set(telemetry::core_error_stat(i), c.errors[i]);
+
+  s.set(Stat::kStaleCompletions, c.stale_completions);
+  s.set(Stat::kBulkTimeouts, c.bulk_timeouts);
+  for (std::size_t i = 0; i < kPeerFaultCount; ++i) s.set(telemetry::peer_fault_stat(i), c.peer_faults[i]);
 
   for (std::size_t i = 0; i < kWireViolations; ++i) s.set(telemetry::violation_stat(i), c.wire_errors[i + 1]);
   for (std::size_t i = 0; i < kCreditViolations; ++i) {

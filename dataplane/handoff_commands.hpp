@@ -57,15 +57,21 @@ enum class CloseReason : std::uint8_t {
   kCompletionError = 16,   // the core saw a non-flush completion error (FAILED kCompletion)
   kProtocolError = 17,     // the core or control saw a protocol violation from the peer
   kKeepaliveTimeout = 18,  // the peer went silent past the dead-peer timeout
+  kPeerFault = 19,    // an error completion the peer caused (FAILED kPeerFault: bad rkey, RNR retries...)
+  kBulkTimeout = 20,  // an RDMA READ/WRITE chain passed protocol.bulk_timeout_ms (FAILED kBulkTimeout)
+  kCqError = 21,      // the core's CQ went to error (IBV_EVENT_CQ_ERR): every connection of the core
 };
-inline constexpr std::uint8_t kCloseReasonCount = 19;
+inline constexpr std::uint8_t kCloseReasonCount = 22;
 
 // What went wrong when a core reports FAILED. The core keeps ownership after FAILED; control answers with
 // CLOSE.
 enum class FailureKind : std::uint8_t {
-  kCompletion = 1,  // a work completion with a non-success, non-flush status; status = ibv_wc_status
-  kProtocol = 2,    // the peer violated the protocol; status = the protocol core's error code
-  kKeepalive = 3,   // the peer stayed silent past the dead-peer timeout; status = 0
+  kCompletion = 1,   // a work completion with a non-success, non-flush status; status = ibv_wc_status
+  kProtocol = 2,     // the peer violated the protocol; status = the protocol core's error code
+  kKeepalive = 3,    // the peer stayed silent past the dead-peer timeout; status = 0
+  kPeerFault = 4,    // an error completion the peer caused (dataplane::PeerFault); status = ibv_wc_status
+  kBulkTimeout = 5,  // an RDMA READ/WRITE chain passed protocol.bulk_timeout_ms; status = its age in ms
+  kCqError = 6,      // the core lost its CQ (ToCore kCqLost); status = 0
 };
 
 // Runtime settings control can change on a running core. Values are plain integers so a CONFIG fits in one
@@ -73,7 +79,10 @@ enum class FailureKind : std::uint8_t {
 enum class ConfigKey : std::uint16_t {
   kKeepaliveIntervalUs = 1,  // idle time after which a core sends a keepalive NOOP
   kPeerDeadTimeoutUs = 2,    // silence after which a core declares the peer dead (FAILED kKeepalive)
-  kQuiesce = 4,  // 1 = stop starting new requests, finish in-flight ones (SIGTERM drain); 0 = resume
+  kQuiesce = 4,        // 1 = stop starting new requests, finish in-flight ones (SIGTERM drain); 0 = resume
+  kBulkTimeoutUs = 5,  // protocol.bulk_timeout_ms, in us: the deadline of every RDMA READ/WRITE chain (> 0)
+  kFaultTable = 6,     // fault-injection rules (docs/faults.md): the address of an immutable
+                    // dataplane::FaultTable control keeps alive until every core applied a later one; 0: none
 };
 
 // control -> core.
@@ -84,6 +93,13 @@ enum class ToCoreOp : std::uint8_t {
                // Also sent for a connection the core never adopted (a half-built one whose QP already sits on
                // this core's CQ with receives posted): the core takes it only to drain, then answers CLOSED.
   kConfig = 3,  // change a runtime setting (ConfigKey, value)
+  kCqLost = 4,  // the core's CQ is in error (IBV_EVENT_CQ_ERR): it reports no flushes, so no drain can end.
+                // The core stops polling it, never posts to a QP again, reports FAILED kCqError for every
+                // connection it owns and answers kCqLost. From then on a CLOSE means "control has destroyed
+                // this connection's QP" (nothing of it can reach memory any more): the core releases
+                // everything of the connection at once and answers CLOSED. Control sends that CLOSE (again,
+                // if one was sent before) for every connection it placed on the core and has not seen CLOSED
+                // for, each after destroying its QP.
 };
 
 // core -> control.
@@ -91,6 +107,7 @@ enum class ToControlOp : std::uint8_t {
   kInvalid = 0,  // zero-filled slot: never sent; counted as a bug on receipt
   kClosed = 1,  // the core has drained the connection and dropped every reference: control may destroy it now
   kFailed = 2,  // the core hit an error on a connection it still owns; control should answer CLOSE
+  kCqLost = 3,  // answer to ToCore kCqLost: the core touches none of its QPs any more (payload: core index)
 };
 
 // One control -> core command: 16 bytes, copied into the ring slot.
@@ -108,6 +125,7 @@ struct alignas(16) ToCore {
   static ToCore config(ConfigKey k, std::uint64_t value) noexcept {
     return ToCore{ToCoreOp::kConfig, 0, static_cast<std::uint16_t>(k), 0, value};
   }
+  static ToCore cq_lost() noexcept { return ToCore{ToCoreOp::kCqLost, 0, 0, 0, 0}; }
 
   ConnHandle conn() const noexcept { return ConnHandle{payload}; }
   CloseReason close_reason() const noexcept { return static_cast<CloseReason>(reason); }
@@ -130,6 +148,7 @@ struct alignas(16) ToControl {
   static ToControl failed(ConnHandle conn, FailureKind k, std::uint32_t status) noexcept {
     return ToControl{ToControlOp::kFailed, static_cast<std::uint8_t>(k), 0, status, conn.value};
   }
+  static ToControl cq_lost(unsigned core) noexcept { return ToControl{ToControlOp::kCqLost, 0, 0, 0, core}; }
 
   ConnHandle conn() const noexcept { return ConnHandle{payload}; }
   FailureKind failure_kind() const noexcept { return static_cast<FailureKind>(kind); }
@@ -154,6 +173,12 @@ constexpr CloseReason close_reason_for(FailureKind k) noexcept {
       return CloseReason::kProtocolError;
     case FailureKind::kKeepalive:
       return CloseReason::kKeepaliveTimeout;
+    case FailureKind::kPeerFault:
+      return CloseReason::kPeerFault;
+    case FailureKind::kBulkTimeout:
+      return CloseReason::kBulkTimeout;
+    case FailureKind::kCqError:
+      return CloseReason::kCqError;
   }
   return CloseReason::kCompletionError;
 }
@@ -198,6 +223,12 @@ constexpr std::string_view to_string(CloseReason r) noexcept {
       return "protocol error";
     case CloseReason::kKeepaliveTimeout:
       return "keepalive timeout";
+    case CloseReason::kPeerFault:
+      return "peer fault";
+    case CloseReason::kBulkTimeout:
+      return "bulk timeout";
+    case CloseReason::kCqError:
+      return "cq error";
   }
   return "unknown";
 }

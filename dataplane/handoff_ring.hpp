@@ -367,6 +367,7 @@ class CoreMailbox {
   [[nodiscard]] bool failed_st(ConnHandle conn, FailureKind kind, std::uint32_t status) noexcept {
     return reply_st(ToControl::failed(conn, kind, status));
   }
+  [[nodiscard]] bool cq_lost_st(unsigned core) noexcept { return reply_st(ToControl::cq_lost(core)); }
   // Pushes deferred replies (oldest first). Returns how many replies still wait.
   std::uint32_t flush_st() noexcept {
     while (pending_size() != 0) {
@@ -409,6 +410,12 @@ class CoreMailbox {
       case ToCoreOp::kConfig:
         handler.on_config_st(cmd.config_key(), cmd.config_value());
         return;
+      case ToCoreOp::kCqLost:
+        if constexpr (requires(H & h) { h.on_cq_lost_st(); }) {
+          handler.on_cq_lost_st();
+          return;
+        }
+        break;
       case ToCoreOp::kInvalid:
         break;
     }
@@ -521,6 +528,13 @@ class ControlMailbox {
         if (!msg.conn().valid()) break;
         handler.on_failed_st(msg.conn(), msg.failure_kind(), msg.status());
         return;
+      case ToControlOp::kCqLost:
+        // Optional in a handler: only control of a core that can lose its CQ (the engine) acts on it.
+        if constexpr (requires(H & h) { h.on_cq_lost_st(0u); }) {
+          handler.on_cq_lost_st(static_cast<unsigned>(msg.payload));
+          return;
+        }
+        break;
       case ToControlOp::kInvalid:
         break;
     }

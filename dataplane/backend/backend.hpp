@@ -97,6 +97,10 @@ class BackendCq {
   virtual ~BackendCq() = default;
   // Set by create_armable_cq: the verbs CQ to arm (ibv_req_notify_cq) and to acknowledge events of.
   ibv_cq* armable = nullptr;
+  // The verbs CQ underneath, whatever the backend (set by every create_cq): what an IBV_EVENT_CQ_ERR names,
+  // so that control finds the core whose CQ was lost. Null only for a device with no verbs CQ (the host
+  // tests').
+  ibv_cq* verbs_cq = nullptr;
 };
 class BackendMr {
  public:

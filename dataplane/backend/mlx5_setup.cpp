@@ -66,6 +66,7 @@ class Mlx5Device final : public DeviceBackend {
     }
     auto cq = std::make_unique<Mlx5DvCq>(max_qps);
     cq->cq = ibv_cq_ex_to_cq(cqx);
+    cq->verbs_cq = cq->cq;
     // Besides the ring, this marks the CQ as the core's: the provider's QP destruction no longer walks it
     // from its own consumer index (which never moves here) to drop the dead QP's entries.
     mlx5dv_cq dv{};

@@ -126,6 +126,7 @@ class VerbsDevice final : public DeviceBackend {
       *error = "ibv_create_cq of " + std::to_string(cqe) + " entries: " + std::strerror(errno);
       return nullptr;
     }
+    cq->verbs_cq = cq->cq;
     return cq;
   }
 
@@ -139,6 +140,7 @@ class VerbsDevice final : public DeviceBackend {
       return nullptr;
     }
     cq->armable = cq->cq;
+    cq->verbs_cq = cq->cq;
     return cq;
   }
 

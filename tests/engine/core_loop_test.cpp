@@ -96,9 +96,11 @@ struct Replies {
   };
   std::vector<ConnHandle> closed;
   std::vector<Failed> failed;
+  std::vector<unsigned> cq_lost;  // cores that answered kCqLost
 
   void on_closed_st(ConnHandle c) { closed.push_back(c); }
   void on_failed_st(ConnHandle c, FailureKind k, std::uint32_t s) { failed.push_back(Failed{c, k, s}); }
+  void on_cq_lost_st(unsigned core) { cq_lost.push_back(core); }
   std::size_t closed_count(ConnHandle h) const {
     return static_cast<std::size_t>(std::count(closed.begin(), closed.end(), h));
   }
@@ -1110,10 +1112,14 @@ TYPED_TEST(CoreLoopTest, WriteCompletionErrorFailsTheConnectionAndReleasesThePin
       c.peer().send(chunk_request(MessageType::kWriteChunkRequest, op(ObjectOpcode::kGet), 1, key, {bad})));
   core.settle();
   ASSERT_EQ(core.replies.failed.size(), 1u);
-  EXPECT_EQ(core.replies.failed[0].kind, FailureKind::kCompletion);
+  // A bad client rkey is the peer's fault, and says so: FAILED kPeerFault, counted by class.
+  EXPECT_EQ(core.replies.failed[0].kind, FailureKind::kPeerFault);
+  EXPECT_EQ(close_reason_for(core.replies.failed[0].kind), CloseReason::kPeerFault);
   EXPECT_EQ(core.replies.failed[0].status, static_cast<std::uint32_t>(IBV_WC_REM_ACCESS_ERR));
   const CoreCounters& k = core.counters();
   EXPECT_EQ(k.completions_error, 1u);
+  EXPECT_EQ(k.peer_faults[static_cast<std::size_t>(PeerFault::kRemoteAccess)], 1u);
+  EXPECT_EQ(std::accumulate(k.peer_faults.begin(), k.peer_faults.end(), std::uint64_t{0}), 1u);
   EXPECT_EQ(k.errors[err(CoreError::kCompletion)], 1u);
   EXPECT_EQ(dev.stats().remote_errors, 1u);
   EXPECT_EQ(c.cc().state, CoreConnState::kFailed);
@@ -1213,6 +1219,428 @@ TEST(CoreLoopFake, CqErrorIsCountedAndTheLoopCarriesOn) {
   EXPECT_TRUE(core.replies.failed.empty());
   EXPECT_EQ(core.counters().completions_error, 0u);
   expect_credits_conserved(c);
+}
+
+// ---- stale completions (a generation in every wr_id) ----------------------------------------------------
+
+// A completion that names a live descriptor but an earlier incarnation of its connection (a reused CoreConn:
+// an active side reconnects over the same object) is dropped and counted: it neither frees a tx descriptor,
+// nor un-counts a receive, nor ends a bulk op, nor fails the connection.
+TEST(CoreLoopFake, CompletionOfAnEarlierIncarnationIsDroppedAndCounted) {
+  FakeRig rig;
+  FakeDevice& dev = rig.dev;
+  StoreArena arena(dev);
+  ObjectService svc(arena.config());
+  Core<FakeRig, ObjectService> core(rig, svc);
+  LoopbackConn& c = core.open();
+  LoopbackConn& other = core.open();
+  EXPECT_NE(c.cc().generation, 0u);
+  EXPECT_NE(c.cc().generation, other.cc().generation);
+  core.adopt(c);
+  const std::vector<std::uint8_t> value = pattern(3000, 3);
+  ASSERT_EQ(arena.store->put(0, "v", std::as_bytes(std::span(value))), store::Status::kOk);
+  const std::vector<std::uint8_t> key = object_payload("v");
+  // A GET whose WRITEs sit on the device (not run): a bulk op in flight, a pinned value.
+  ASSERT_TRUE(c.peer().send(chunk_request(MessageType::kWriteChunkRequest, op(ObjectOpcode::kGet), 1, key,
+                                          {c.peer().fragment(0, 2000), c.peer().fragment(2048, 2000)})));
+  ASSERT_TRUE(dev.step(c.peer().qp()));
+  core.turn();
+  ASSERT_EQ(c.cc().bulk_op.state, BulkState::kWriting);
+  const std::uint32_t rx_posted = c.cc().rx_posted;
+  const std::uint32_t tx_free = c.cc().tx_free_top;
+  const std::uint32_t in_flight = c.cc().sq_inflight();
+  const auto old = static_cast<std::uint16_t>(c.cc().generation - 1);
+  const auto stale = [&](const void* desc, WrKind k, CompletionStatus st) {
+    Completion wc;
+    wc.wr_id = make_wr_id(desc, k, old);
+    wc.qp_num = c.cc().qp_num;
+    wc.status = st;
+    wc.device_status = st == CompletionStatus::kFlushed ? IBV_WC_WR_FLUSH_ERR : IBV_WC_REM_ACCESS_ERR;
+    wc.byte_len = 64;
+    core.cq().inject(wc);
+  };
+  stale(&c.cc().rx[0], WrKind::kRecv, CompletionStatus::kOk);
+  stale(&c.cc().rx[1], WrKind::kRecv, CompletionStatus::kError);
+  stale(&c.cc().tx[0], WrKind::kSend, CompletionStatus::kFlushed);
+  stale(&c.cc().drain, WrKind::kDrain, CompletionStatus::kFlushed);
+  stale(&c.cc().bulk_op, WrKind::kRdma, CompletionStatus::kError);
+  stale(&c.cc().bulk_op, WrKind::kRdmaFiller, CompletionStatus::kFlushed);
+  core.turn();
+  const CoreCounters& k = core.counters();
+  EXPECT_EQ(k.stale_completions, 6u);
+  EXPECT_EQ(k.completions_error, 0u);
+  EXPECT_EQ(k.completions_flushed, 0u);
+  EXPECT_EQ(k.completions_drain, 0u);
+  EXPECT_TRUE(core.replies.failed.empty());
+  EXPECT_EQ(c.cc().state, CoreConnState::kOwned);
+  EXPECT_EQ(c.cc().rx_posted, rx_posted);
+  EXPECT_EQ(c.cc().tx_free_top, tx_free);
+  EXPECT_EQ(c.cc().sq_inflight(), in_flight);
+  EXPECT_EQ(c.cc().bulk_op.state, BulkState::kWriting);
+  EXPECT_EQ(arena.refs("v"), 2u) << "a stale completion ended the GET while its WRITEs were on the device";
+  // The connection goes on: the GET completes with every byte.
+  core.settle();
+  ASSERT_EQ(c.peer().inbox.size(), 1u);
+  EXPECT_EQ(c.peer().inbox[0].status, st(ObjectStatus::kOk));
+  EXPECT_TRUE(std::equal(value.begin(), value.begin() + 2000, c.peer().bulk()));
+  EXPECT_TRUE(std::equal(value.begin() + 2000, value.end(), c.peer().bulk() + 2048));
+  EXPECT_EQ(arena.refs("v"), 1u);
+  expect_no_core_errors(k);
+  core.close(c);
+  core.settle();
+  EXPECT_EQ(core.replies.closed_count(c.handle()), 1u);
+}
+
+// ---- peer faults, the bulk deadline, a peer that posts no receives ----------------------------------------
+
+// A peer that posts no receives: the answer to its ECHO waits at the head of the send queue (RNR), and the
+// READs of its PUT wait behind it while the store holds their reservation. `timeout_us`: the bulk deadline.
+struct StalledPutFixture {
+  explicit StalledPutFixture(std::uint64_t timeout_us) : core{rig, svc, config(timeout_us)} {}
+  static CoreConfig config(std::uint64_t timeout_us) {
+    CoreConfig cfg = test_core_config();
+    cfg.bulk_timeout_us = timeout_us;
+    return cfg;
+  }
+  FakeRig rig;
+  FakeDevice& dev = rig.dev;
+  StoreArena arena{dev};
+  ObjectService svc{arena.config()};
+  Core<FakeRig, ObjectService> core;
+  LoopbackConn* c = nullptr;
+
+  void start() {
+    c = &core.open();
+    core.adopt(*c);
+    FakePeer& peer = c->peer();
+    EXPECT_EQ(peer.qp().discard_receives(), 8u);
+    const std::vector<std::uint8_t> p = pattern(20, 1);
+    const std::vector<std::uint8_t> key = object_payload("p");
+    ASSERT_TRUE(peer.send(inline_request(op(ObjectOpcode::kEcho), 1, p)));
+    ASSERT_TRUE(peer.send(chunk_request(MessageType::kReadChunkRequest, op(ObjectOpcode::kPut), 2, key,
+                                        {peer.fragment(0, 1000), peer.fragment(1024, 1000)})));
+    ASSERT_TRUE(dev.step(peer.qp()));
+    ASSERT_TRUE(dev.step(peer.qp()));
+    core.turn();  // the answer, then R1 and R2 (rd_depth 2), on the device
+    core.settle();
+    ASSERT_EQ(c->qp().send_queue().size(), 3u);
+    EXPECT_EQ(c->qp().send_queue().front().op, fake::WrOp::kSend);
+    EXPECT_EQ(c->cc().bulk_op.state, BulkState::kReading);
+    EXPECT_GT(arena.store->stats().used_bytes, 0u);
+  }
+};
+
+// The bulk deadline fails the connection (kBulkTimeout); the reservation stays while the READs are on the
+// device, and goes once control's CLOSE has flushed them; then CLOSED.
+TEST(CoreLoopFake, BulkTransferPastItsDeadlineFailsTheConnectionAndReleasesOnlyAfterTheFlush) {
+  StalledPutFixture f(300'000);
+  f.start();
+  LoopbackConn& c = *f.c;
+  EXPECT_TRUE(f.core.replies.failed.empty()) << "failed before its deadline";
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  f.core.turn();
+  ASSERT_EQ(f.core.replies.failed.size(), 1u);
+  EXPECT_EQ(f.core.replies.failed[0].kind, FailureKind::kBulkTimeout);
+  EXPECT_GE(f.core.replies.failed[0].status, 300u);  // its age in ms
+  EXPECT_EQ(close_reason_for(FailureKind::kBulkTimeout), CloseReason::kBulkTimeout);
+  EXPECT_EQ(f.core.counters().bulk_timeouts, 1u);
+  EXPECT_EQ(c.cc().state, CoreConnState::kFailed);
+  const std::uint64_t reserved = f.arena.store->stats().used_bytes;
+  EXPECT_GT(reserved, 0u) << "released while R1 and R2 may still write into it";
+  EXPECT_EQ(c.qp().send_queue().size(), 3u);
+  f.core.close(c, CloseReason::kBulkTimeout);  // the QP to ERR: the answer, R1 and R2 flush
+  f.core.settle();
+  EXPECT_EQ(f.core.replies.closed_count(c.handle()), 1u);
+  EXPECT_EQ(f.dev.outstanding(c.qp()), 0u);
+  EXPECT_EQ(f.arena.store->stats().used_bytes, 0u);
+  EXPECT_EQ(f.svc.counters().bulk_failures, 1u);
+  EXPECT_EQ(f.core.counters().bulk_timeouts, 1u);
+  f.core.destroy(c);
+  store::test::expect_empty(*f.arena.store);
+  expect_device_clean(f.rig);
+}
+
+// The deadline can be changed on a running core (CONFIG kBulkTimeoutUs): a transfer already running gets it.
+TEST(CoreLoopFake, BulkDeadlineTakesANewValueFromControl) {
+  StalledPutFixture f(600'000'000);  // ten minutes
+  f.start();
+  f.core.res->control_mailbox().send_st(ToCore::config(ConfigKey::kBulkTimeoutUs, 1000));
+  f.core.turn();
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  f.core.turn();
+  ASSERT_EQ(f.core.replies.failed.size(), 1u);
+  EXPECT_EQ(f.core.replies.failed[0].kind, FailureKind::kBulkTimeout);
+  // 0 is refused (counted): every transfer keeps a deadline.
+  f.core.res->control_mailbox().send_st(ToCore::config(ConfigKey::kBulkTimeoutUs, 0));
+  f.core.turn();
+  EXPECT_EQ(f.core.counters().errors[err(CoreError::kUnexpected)], 1u);
+  f.core.close(*f.c, CloseReason::kBulkTimeout);
+  f.core.settle();
+  EXPECT_EQ(f.arena.store->stats().used_bytes, 0u);
+}
+
+// With a finite RNR retry count the stalled answer fails (RNR retries exceeded) long before the deadline:
+// FAILED kPeerFault, counted in its class; the READs behind it flush; the reservation goes once they have,
+// and CLOSED follows control's CLOSE.
+TEST(CoreLoopFake, RnrRetriesExceededIsAPeerFaultAndReleasesEverythingInOrder) {
+  StalledPutFixture f(600'000'000);
+  f.start();
+  LoopbackConn& c = *f.c;
+  ASSERT_TRUE(f.dev.fail_head(c.qp(), Queue::kSend, IBV_WC_RNR_RETRY_EXC_ERR));
+  f.core.turn();
+  ASSERT_EQ(f.core.replies.failed.size(), 1u);
+  EXPECT_EQ(f.core.replies.failed[0].kind, FailureKind::kPeerFault);
+  EXPECT_EQ(f.core.replies.failed[0].status, static_cast<std::uint32_t>(IBV_WC_RNR_RETRY_EXC_ERR));
+  const CoreCounters& k = f.core.counters();
+  EXPECT_EQ(k.peer_faults[static_cast<std::size_t>(PeerFault::kRnrRetryExceeded)], 1u);
+  EXPECT_EQ(k.bulk_timeouts, 0u);
+  EXPECT_GT(f.arena.store->stats().used_bytes, 0u) << "released before R1 and R2 flushed";
+  ASSERT_TRUE(f.dev.step(c.qp()));  // R1 flushes
+  f.core.turn();
+  EXPECT_GT(f.arena.store->stats().used_bytes, 0u) << "released before R2 flushed";
+  ASSERT_TRUE(f.dev.step(c.qp()));  // R2 flushes: the op ends
+  f.core.turn();
+  EXPECT_EQ(f.arena.store->stats().used_bytes, 0u);
+  EXPECT_EQ(f.svc.counters().bulk_failures, 1u);
+  f.core.close(c, close_reason_for(FailureKind::kPeerFault));
+  f.core.settle();
+  EXPECT_EQ(f.core.replies.closed_count(c.handle()), 1u);
+  EXPECT_EQ(f.dev.outstanding(c.qp()), 0u);
+  EXPECT_EQ(k.peer_faults[static_cast<std::size_t>(PeerFault::kRnrRetryExceeded)], 1u);
+  EXPECT_EQ(k.completions_error, 1u);
+}
+
+// Every peer-caused status in its own class; a local one (a protection error on our own send) in none.
+TEST(CoreLoopFake, ErrorCompletionsAreClassedAsPeerFaultsOrLocal) {
+  struct Case {
+    Queue queue;
+    std::uint32_t status;
+    std::size_t fault;  // kPeerFaultCount: local
+  };
+  const Case cases[] = {
+      {Queue::kRecv, IBV_WC_LOC_LEN_ERR, static_cast<std::size_t>(PeerFault::kRecvLength)},
+      {Queue::kSend, IBV_WC_REM_INV_REQ_ERR, static_cast<std::size_t>(PeerFault::kRemoteInvalidRequest)},
+      {Queue::kSend, IBV_WC_REM_OP_ERR, static_cast<std::size_t>(PeerFault::kRemoteOperation)},
+      {Queue::kSend, IBV_WC_REM_ACCESS_ERR, static_cast<std::size_t>(PeerFault::kRemoteAccess)},
+      {Queue::kSend, IBV_WC_RETRY_EXC_ERR, static_cast<std::size_t>(PeerFault::kRetryExceeded)},
+      {Queue::kSend, IBV_WC_RNR_RETRY_EXC_ERR, static_cast<std::size_t>(PeerFault::kRnrRetryExceeded)},
+      {Queue::kSend, IBV_WC_LOC_LEN_ERR, kPeerFaultCount},
+      {Queue::kSend, IBV_WC_LOC_PROT_ERR, kPeerFaultCount},
+  };
+  for (const Case& t : cases) {
+    FakeRig rig;
+    FakeDevice& dev = rig.dev;
+    EchoService svc;
+    Core<FakeRig, EchoService> core(rig, svc);
+    LoopbackConn& c = core.open();
+    core.adopt(c);
+    if (t.queue == Queue::kSend) {
+      ASSERT_TRUE(c.peer().send(inline_request(1, 1, pattern(300, 2))));
+      ASSERT_TRUE(dev.step(c.peer().qp()));
+      core.turn();  // the answer on the device
+    }
+    ASSERT_TRUE(dev.fail_head(c.qp(), t.queue, t.status));
+    core.turn();
+    ASSERT_EQ(core.replies.failed.size(), 1u) << t.status;
+    EXPECT_EQ(core.replies.failed[0].status, t.status);
+    EXPECT_EQ(core.replies.failed[0].kind,
+              t.fault == kPeerFaultCount ? FailureKind::kCompletion : FailureKind::kPeerFault)
+        << t.status;
+    for (std::size_t i = 0; i < kPeerFaultCount; ++i) {
+      EXPECT_EQ(core.counters().peer_faults[i], i == t.fault ? 1u : 0u) << t.status << " class " << i;
+    }
+    EXPECT_EQ(core.counters().errors[err(CoreError::kCompletion)], 1u);
+    core.close(c, close_reason_for(core.replies.failed[0].kind));
+    core.settle();
+    EXPECT_EQ(core.replies.closed_count(c.handle()), 1u);
+  }
+}
+
+// ---- a partly posted READ chain --------------------------------------------------------------------------
+
+// A PUT whose first READ posted and second did not: the connection fails (the post), but the reservation
+// stays as long as R1 may write into it; R1 runs (the QP is still RTS until control acts), the op ends as
+// failed once R1 completed, and only then is the reservation aborted. Another core's PUT meanwhile gets other
+// space.
+TEST(CoreLoopFake, PartlyPostedReadChainEndsOnlyAfterItsPostedReadCompleted) {
+  FakeRig rig;
+  FakeDevice& dev = rig.dev;
+  StoreArena arena(dev);
+  ObjectService svc(arena.config());
+  Core<FakeRig, ObjectService> core(rig, svc);
+  LoopbackConn& c = core.open();  // rd_depth 2
+  core.adopt(c);
+  FakePeer& peer = c.peer();
+  std::memset(peer.bulk(), 0x3c, peer.bulk_size());
+  const std::vector<std::uint8_t> key = object_payload("p");
+  ASSERT_TRUE(peer.send(chunk_request(MessageType::kReadChunkRequest, op(ObjectOpcode::kPut), 1, key,
+                                      {peer.fragment(0, 1000), peer.fragment(1024, 1000)})));
+  ASSERT_TRUE(dev.step(peer.qp()));
+  c.qp().fail_send_post(1);  // R1 posts, R2 does not
+  core.turn();
+  EXPECT_EQ(c.qp().stats().unposted_sends, 1u);
+  EXPECT_EQ(c.qp().send_queue().size(), 1u);
+  ASSERT_EQ(core.replies.failed.size(), 1u);
+  EXPECT_EQ(core.replies.failed[0].kind, FailureKind::kCompletion);
+  EXPECT_EQ(c.cc().bulk_op.state, BulkState::kReading);
+  EXPECT_EQ(c.cc().bulk_op.in_sq, 1u);
+  const std::uint64_t reserved = arena.store->stats().used_bytes;
+  EXPECT_GT(reserved, 0u) << "the reservation went while R1 may write into it";
+  EXPECT_EQ(svc.counters().bulk_failures, 0u);
+  // Another core's PUT meanwhile gets space of its own.
+  const std::vector<std::uint8_t> other = pattern(1000, 12);
+  ASSERT_EQ(arena.store->put(0, "z", std::as_bytes(std::span(other))), store::Status::kOk);
+  ASSERT_TRUE(dev.step(c.qp()));  // R1 runs and writes into the reservation
+  core.turn();
+  EXPECT_EQ(c.cc().bulk_op.state, BulkState::kIdle);
+  EXPECT_EQ(svc.counters().bulk_failures, 1u);
+  EXPECT_EQ(arena.value("z"), other) << "R1 wrote into z's block";
+  EXPECT_EQ(arena.store->stats().objects, 1u);  // p never published
+  core.close(c, CloseReason::kCompletionError);
+  core.settle();
+  EXPECT_EQ(core.replies.closed_count(c.handle()), 1u);
+  EXPECT_EQ(dev.outstanding(c.qp()), 0u);
+  EXPECT_EQ(arena.store->remove(0, "z"), store::Status::kOk);
+  core.destroy(c);
+  store::test::expect_empty(*arena.store);
+  expect_device_clean(rig);
+}
+
+// The drain marker fails to post while a partly posted WRITE chain is on the device: CLOSED waits for the
+// posted WRITEs (their flush, then the retried marker), the pin goes only when they have left the device.
+TEST(CoreLoopFake, FailedDrainMarkerBehindAPartlyPostedWriteChainWaitsForTheChain) {
+  WriteChainFixture f;
+  f.start_get_with_failing_third_write();  // W1, W2 on the device; FAILED
+  LoopbackConn& c = *f.c;
+  ASSERT_EQ(c.qp().send_queue().size(), 2u);
+  f.rig.dev.qp_to_err(c.qp());
+  c.qp().fail_send_post(0);  // the marker's first post fails
+  f.core.res->control_mailbox().send_st(ToCore::close(c.handle(), CloseReason::kCompletionError));
+  f.core.turn();  // CLOSE; the timers post the marker again
+  EXPECT_TRUE(c.cc().drain_posted);
+  EXPECT_EQ(f.arena.refs("v"), 2u) << "unpinned while W1 and W2 may read the block";
+  // W1, W2, the marker, then the receives flush, one at a time: nothing before W2 is done ends the op.
+  ASSERT_TRUE(f.dev.step(c.qp()));
+  f.core.turn();
+  EXPECT_EQ(f.arena.refs("v"), 2u);
+  EXPECT_EQ(f.core.replies.closed_count(c.handle()), 0u);
+  ASSERT_TRUE(f.dev.step(c.qp()));
+  f.core.turn();
+  EXPECT_EQ(f.arena.refs("v"), 1u);
+  EXPECT_EQ(f.svc.counters().bulk_failures, 1u);
+  f.core.settle();
+  EXPECT_EQ(f.core.replies.closed_count(c.handle()), 1u);
+  EXPECT_EQ(f.dev.outstanding(c.qp()), 0u);
+  EXPECT_EQ(f.core.counters().completions_drain, 1u);
+}
+
+// ---- CQ lost (IBV_EVENT_CQ_ERR) -------------------------------------------------------------------------
+
+// The CQ reports nothing more, flushes included. ToCore kCqLost: every owned connection fails (kCqError),
+// the core stops polling and answers kCqLost; control destroys each QP and sends CLOSE, on which the core
+// releases the connection's pins at once (destroying the QP proved the NIC done) and answers CLOSED. An
+// ADOPT that comes after fails at once. Nothing of a destroyed QP is touched (ASan says if it is).
+TEST(CoreLoopFake, LostCqFailsEveryConnectionAndReleasesPinsOnceTheQpsAreDestroyed) {
+  FakeRig rig;
+  FakeDevice& dev = rig.dev;
+  StoreArena arena(dev);
+  ObjectService svc(arena.config());
+  Core<FakeRig, ObjectService> core(rig, svc);
+  core.audit = false;  // the QPs go away under the connections
+  LoopbackConn& a = core.open();
+  LoopbackConn& b = core.open();
+  LoopbackConn& unadopted = core.open();
+  core.adopt(a);
+  core.adopt(b);
+  const std::vector<std::uint8_t> value = pattern(3000, 6);
+  ASSERT_EQ(arena.store->put(0, "v", std::as_bytes(std::span(value))), store::Status::kOk);
+  const std::vector<std::uint8_t> key = object_payload("v");
+  ASSERT_TRUE(a.peer().send(chunk_request(MessageType::kWriteChunkRequest, op(ObjectOpcode::kGet), 1, key,
+                                          {a.peer().fragment(0, 2000), a.peer().fragment(2048, 2000)})));
+  ASSERT_TRUE(dev.step(a.peer().qp()));
+  core.turn();  // a's WRITEs on the device: v pinned
+  ASSERT_EQ(a.cc().bulk_op.state, BulkState::kWriting);
+  ASSERT_EQ(arena.refs("v"), 2u);
+  // b closes normally first: it waits for its receives' flushes, which never come (the CQ is lost).
+  core.close(b);
+  ASSERT_EQ(b.cc().state, CoreConnState::kDraining);
+  ASSERT_EQ(b.cc().rx_posted, 8u);
+
+  const auto lost_turn = [&] {
+    core.res->stop.store(true);
+    core.loop->run_st();
+    core.res->control_mailbox().drain_st(core.replies);
+  };
+  core.res->control_mailbox().send_st(ToCore::cq_lost());
+  lost_turn();
+  EXPECT_TRUE(core.loop->cq_lost_st());
+  ASSERT_EQ(core.replies.cq_lost.size(), 1u);
+  EXPECT_EQ(core.replies.cq_lost[0], 0u);
+  ASSERT_EQ(core.replies.failed.size(), 1u);  // a: the only owned one
+  EXPECT_EQ(core.replies.failed[0].conn, a.handle());
+  EXPECT_EQ(core.replies.failed[0].kind, FailureKind::kCqError);
+  EXPECT_EQ(close_reason_for(FailureKind::kCqError), CloseReason::kCqError);
+  EXPECT_EQ(arena.refs("v"), 2u) << "unpinned before the QP was destroyed";
+  // A message lands for the unadopted connection: the core no longer polls.
+  ASSERT_TRUE(unadopted.peer().send(inline_request(op(ObjectOpcode::kEcho), 1, pattern(10, 1))));
+  ASSERT_TRUE(dev.step(unadopted.peer().qp()));
+  const std::uint64_t polled = core.cq().stats().polled;
+  const std::size_t pending = core.cq().pending();
+  lost_turn();
+  EXPECT_EQ(core.cq().stats().polled, polled);
+  EXPECT_EQ(core.cq().pending(), pending);
+  EXPECT_EQ(core.replies.cq_lost.size(), 1u);  // answered once
+  // An ADOPT that was on its way fails at once.
+  core.res->control_mailbox().send_st(ToCore::adopt(unadopted.handle()));
+  lost_turn();
+  ASSERT_EQ(core.replies.failed.size(), 2u);
+  EXPECT_EQ(core.replies.failed[1].conn, unadopted.handle());
+  EXPECT_EQ(core.replies.failed[1].kind, FailureKind::kCqError);
+  // Control destroys every QP, then closes each connection (b again).
+  for (LoopbackConn* c : {&a, &b, &unadopted}) {
+    c->destroy_qp();
+    core.res->control_mailbox().send_st(ToCore::close(c->handle(), CloseReason::kCqError));
+  }
+  lost_turn();
+  for (LoopbackConn* c : {&a, &b, &unadopted}) {
+    EXPECT_EQ(core.replies.closed_count(c->handle()), 1u);
+    EXPECT_EQ(c->cc().state, CoreConnState::kClosed);
+  }
+  EXPECT_EQ(arena.refs("v"), 1u);
+  EXPECT_EQ(svc.counters().bulk_failures, 1u);
+  EXPECT_EQ(core.counters().closed, 3u);
+  EXPECT_TRUE(a.peer().inbox.empty());
+  for (LoopbackConn* c : {&a, &b, &unadopted}) core.destroy(*c);
+  EXPECT_EQ(arena.store->remove(0, "v"), store::Status::kOk);
+  store::test::expect_empty(*arena.store);
+  EXPECT_EQ(dev.stats().local_errors, 0u);
+}
+
+// ---- setup bounds -----------------------------------------------------------------------------------------
+
+// tx descriptor indices share the SQ FIFO with the RDMA markers (0xfff0, 0xfff1): more descriptors than
+// kMaxTxPerConn are refused at setup, naming the key; and a bulk deadline of 0 is refused.
+TEST(CoreResourcesSetup, TxDescriptorsStayBelowTheMarkersAndEveryTransferHasADeadline) {
+  FakeDevice dev;
+  CoreConfig cfg = test_core_config();
+  cfg.max_conns = 1;
+  cfg.buf_size = 64;
+  cfg.bulk_bytes_per_conn = 0;
+  std::string err;
+  cfg.tx_per_conn = kMaxTxPerConn + 1;
+  EXPECT_EQ(CoreResources::create(0, cfg, dev, &err), nullptr);
+  EXPECT_NE(err.find("tx_per_conn"), std::string::npos) << err;
+  EXPECT_NE(err.find("65520"), std::string::npos) << err;
+  cfg.tx_per_conn = kMaxTxPerConn;
+  err.clear();
+  auto res = CoreResources::create(0, cfg, dev, &err);
+  ASSERT_NE(res, nullptr) << err;
+  EXPECT_LT(cfg.tx_per_conn - 1, kRdmaMarker);
+  res.reset();
+  cfg.tx_per_conn = 16;
+  cfg.bulk_timeout_us = 0;
+  EXPECT_EQ(CoreResources::create(0, cfg, dev, &err), nullptr);
+  EXPECT_NE(err.find("protocol.bulk_timeout_ms"), std::string::npos) << err;
 }
 
 // ---- close with transfers in flight ---------------------------------------------------------------------

@@ -22,17 +22,24 @@ TEST(UsToTsc, ExactAndNoOverflowForAnyConfigurableTime) {
   EXPECT_EQ(us_to_tsc(86'400'000'000, 2'250'000'000), 194'400'000'000'000u);
 }
 
-TEST(WrId, KindAndDescriptorRoundTrip) {
+TEST(WrId, KindGenerationAndDescriptorRoundTrip) {
   std::vector<RxDesc> rx(4);
   std::vector<TxDesc> tx(4);
-  for (const WrKind k : {WrKind::kRecv, WrKind::kSend, WrKind::kDrain, WrKind::kRdma}) {
-    const std::uint64_t a = make_wr_id(&rx[3], k);
-    EXPECT_EQ(wr_kind(a), k);
-    EXPECT_EQ(wr_desc<RxDesc>(a), &rx[3]);
-    const std::uint64_t b = make_wr_id(&tx[1], k);
-    EXPECT_EQ(wr_kind(b), k);
-    EXPECT_EQ(wr_desc<TxDesc>(b), &tx[1]);
+  for (const WrKind k : {WrKind::kRecv, WrKind::kSend, WrKind::kDrain, WrKind::kRdma, WrKind::kRdmaFiller}) {
+    for (const std::uint16_t gen :
+         {std::uint16_t{0}, std::uint16_t{1}, std::uint16_t{0x8001}, std::uint16_t{0xffff}}) {
+      const std::uint64_t a = make_wr_id(&rx[3], k, gen);
+      EXPECT_EQ(wr_kind(a), k);
+      EXPECT_EQ(wr_gen(a), gen);
+      EXPECT_EQ(wr_desc<RxDesc>(a), &rx[3]);
+      const std::uint64_t b = make_wr_id(&tx[1], k, gen);
+      EXPECT_EQ(wr_kind(b), k);
+      EXPECT_EQ(wr_gen(b), gen);
+      EXPECT_EQ(wr_desc<TxDesc>(b), &tx[1]);
+    }
   }
+  // Two incarnations of one descriptor differ only in the generation.
+  EXPECT_NE(make_wr_id(&tx[0], WrKind::kSend, 1), make_wr_id(&tx[0], WrKind::kSend, 2));
   static_assert(alignof(RxDesc) > kWrKindMask && alignof(TxDesc) > kWrKindMask,
                 "descriptor alignment leaves the low bits for the kind");
 }

@@ -185,6 +185,15 @@ class FakeQp final : public BackendQp {
     fail_send_sticky_ = sticky;
   }
   void fail_recv_post(std::uint32_t n) noexcept { fail_recv_after_ = n; }
+  // A peer that posts no receives (or took them back): every receive posted on this QP is gone without a
+  // CQE, so a SEND to it waits (RNR, retried for ever) until the test fails it with fail_head. Returns how
+  // many there were.
+  std::size_t discard_receives() noexcept {
+    const std::size_t n = rq_.size();
+    rq_.clear();
+    rq_polled_ += n;
+    return n;
+  }
   void clear_faults() noexcept {
     fail_send_after_ = fail_recv_after_ = -1;
     fail_send_sticky_ = false;
@@ -540,6 +549,14 @@ class LoopbackConn {
   LoopbackConn(const LoopbackConn&) = delete;
   LoopbackConn& operator=(const LoopbackConn&) = delete;
 
+  // Control destroys the QP while the core still holds the connection (after the core lost its CQ: ToCore
+  // kCqLost). What was posted goes with it, unaudited; the core must never touch it again (ASan says if it
+  // does). qp() is gone from here on.
+  void destroy_qp() noexcept {
+    model_qp_->set_audited(false);
+    model_qp_ = nullptr;
+    qp_.reset();
+  }
   CoreConn& cc() noexcept { return *cc_; }
   FakeQp& qp() noexcept { return *model_qp_; }       // the model's QP: what the test steps and audits
   BackendQp& backend_qp() noexcept { return *qp_; }  // the device's: what control moves to ERR
