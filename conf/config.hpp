@@ -230,6 +230,21 @@ struct LoggingConfig {
   bool operator==(const LoggingConfig&) const = default;
 };
 
+// One fault-injection rule as written. conf checks only its shape (printable, bounded); its meaning is
+// dataplane/fault_rules.hpp's, which the daemon applies at start and on SIGHUP (docs/faults.md).
+struct FaultRuleText {
+  std::string text;
+
+  const std::string& str() const noexcept { return text; }
+  bool operator==(const FaultRuleText&) const = default;
+};
+
+struct FaultsConfig {
+  std::vector<FaultRuleText> rules;  // empty in production
+
+  bool operator==(const FaultsConfig&) const = default;
+};
+
 struct Config {
   EalConfig eal;
   DeviceConfig device;
@@ -240,6 +255,7 @@ struct Config {
   TelemetryConfig telemetry;
   SecurityConfig security;
   LoggingConfig logging;
+  FaultsConfig faults;
 
   bool operator==(const Config&) const = default;
 };

@@ -558,6 +558,28 @@ class CidrListKey final : public ListKey<S, Cidr> {
   }
 };
 
+template <class S>
+class FaultRuleListKey final : public ListKey<S, FaultRuleText> {
+ public:
+  using ListKey<S, FaultRuleText>::ListKey;
+  std::string range() const override { return this->countText() + " rules of 1 to 256 printable characters"; }
+
+ protected:
+  std::string_view elementName() const override { return "a fault rule"; }
+  std::string_view pluralName() const override { return "fault rules"; }
+  std::optional<FaultRuleText> parseElement(const std::string& text, std::string* why) const override {
+    if (text.empty() || text.size() > 256) {
+      *why = "must be 1 to 256 characters (docs/faults.md)";
+      return std::nullopt;
+    }
+    if (!std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c <= 0x7e; })) {
+      *why = "may only contain printable ASCII (docs/faults.md)";
+      return std::nullopt;
+    }
+    return FaultRuleText{text};
+  }
+};
+
 // ---------------------------------------------------------------------------------------------------
 // String and integer rules.
 
@@ -680,6 +702,7 @@ class Table {
     using T = TelemetryConfig;
     using Se = SecurityConfig;
     using Lg = LoggingConfig;
+    using F = FaultsConfig;
     using Ra = RadosConfig;
     add<CpuListKey<E>>(&Config::eal, &E::lcores, "eal.lcores", true, R,
                        "every lcore EAL starts; auto = eal.main_lcore plus dataplane.cores");
@@ -869,6 +892,9 @@ class Table {
     add<EnumKey<Lg, LogFormat>>(&Config::logging, &Lg::format, "logging.format",
                                 std::vector<LogFormat>{LogFormat::kLogfmt, LogFormat::kJson}, R,
                                 "log line format");
+
+    add<FaultRuleListKey<F>>(&Config::faults, &F::rules, "faults.rules", "list of strings", 0, 16, L,
+                             "fault-injection rules (docs/faults.md); empty in production");
   }
 
   std::vector<const Key*> keys;

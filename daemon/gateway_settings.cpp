@@ -170,6 +170,15 @@ AdmissionSettings plan_admission(const conf::SecurityConfig& s) {
   return AdmissionSettings{s.connections_per_source, static_cast<double>(s.connect_rate), s.connect_burst};
 }
 
+std::optional<dataplane::FaultTable> plan_faults(const conf::FaultsConfig& f, std::string* error) {
+  std::vector<std::string> lines;
+  lines.reserve(f.rules.size());
+  for (const conf::FaultRuleText& r : f.rules) lines.push_back(r.text);
+  dataplane::FaultTable table;
+  if (!dataplane::parse_fault_rules(lines, table, error)) return std::nullopt;
+  return table;
+}
+
 std::optional<GatewaySettings> plan_gateway(const conf::Config& cfg, std::string* error) {
   static_assert(conf::kMaxConnectionsPerCore == dataplane::kMaxConnsPerCore,
                 "the config's range must be what the engine can hold");
@@ -218,6 +227,9 @@ std::optional<GatewaySettings> plan_gateway(const conf::Config& cfg, std::string
     s.http = ho;
   }
   s.core_stall = std::chrono::milliseconds(cfg.telemetry.core_stall_ms);
+  std::optional<dataplane::FaultTable> faults = plan_faults(cfg.faults, error);
+  if (!faults) return std::nullopt;
+  s.faults = *faults;
   return s;
 }
 

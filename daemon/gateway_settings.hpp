@@ -21,6 +21,7 @@
 #include "conf/config.hpp"
 #include "control/engine.hpp"
 #include "dataplane/eal_runtime.hpp"
+#include "dataplane/fault_rules.hpp"
 #include "services/storage/memory/store.hpp"
 #include "services/storage/rados/rados_store.hpp"
 #include "telemetry/http_server.hpp"
@@ -60,6 +61,7 @@ struct GatewaySettings {
   std::vector<ListenerSettings> listeners;
   std::optional<telemetry::HttpOptions> http;  // unset: telemetry.enabled is false; cpus unset
   std::chrono::milliseconds core_stall{};      // HealthState's liveness threshold
+  dataplane::FaultTable faults;                // faults.rules, parsed (count 0: none installed)
 };
 
 // nullopt and *error (naming the key) when the config asks for what this build's engine cannot hold.
@@ -67,6 +69,9 @@ std::optional<GatewaySettings> plan_gateway(const conf::Config& cfg, std::string
 
 TimeoutSettings plan_timeouts(const conf::ProtocolConfig& p);
 AdmissionSettings plan_admission(const conf::SecurityConfig& s);
+// faults.rules parsed into the table the engine installs at start and on SIGHUP; nullopt and *error naming
+// the entry ("faults.rules[2]: ...") when a rule does not parse, so a start or a reload refuses it.
+std::optional<dataplane::FaultTable> plan_faults(const conf::FaultsConfig& f, std::string* error);
 
 // EAL memory (-m, MiB) when eal.memory_mib is 0: the store's region plus every core's buffers and rings,
 // with headroom for EAL's own allocations.

@@ -243,13 +243,13 @@ TEST(Schema, LiveKeysAreTheOnesTheIssueNames) {
                         "protocol.bulk_timeout_ms",
                         "telemetry.core_stall_ms", "security.allowed_clients",
                         "security.connections_per_source", "security.connect_rate", "security.connect_burst",
-                        "logging.level"));
+                        "logging.level", "faults.rules"));
 }
 
 TEST(Schema, SectionsInFileOrder) {
   std::vector<std::string> sections(schemaSections().begin(), schemaSections().end());
   EXPECT_THAT(sections, ElementsAre("eal", "device", "listen", "dataplane", "protocol", "store", "telemetry",
-                                    "security", "logging"));
+                                    "security", "logging", "faults"));
 }
 
 TEST(Schema, DefaultsAreValidValues) {

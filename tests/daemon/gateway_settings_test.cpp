@@ -4,6 +4,7 @@
 // DPDK.
 #include "daemon/gateway_settings.hpp"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -323,6 +324,23 @@ TEST(GatewaySettings, TheAcceptAnnouncesTimersAndLimits) {
   EXPECT_EQ(s.engine.local.limits.chunk_queue, dataplane::kChunkQueue);
   EXPECT_EQ(s.engine.local.limits.max_conns_per_source, 5u);
   EXPECT_TRUE(protocol::timers_sane(s.engine.local.timers));
+}
+
+TEST(GatewaySettings, FaultRulesAreParsedAndABadOneRefusesTheStart) {
+  EXPECT_EQ(plan().faults.count, 0u);
+  conf::Config cfg = load();
+  cfg.faults.rules = {{"drop dir=rx type=request every=10"}, {"stall ms=5"}};
+  std::string err;
+  const std::optional<GatewaySettings> s = control::plan_gateway(cfg, &err);
+  ASSERT_TRUE(s.has_value()) << err;
+  ASSERT_EQ(s->faults.count, 2u);
+  EXPECT_EQ(s->faults.rules[0].action, dataplane::FaultAction::kDrop);
+  EXPECT_EQ(s->faults.rules[1].action, dataplane::FaultAction::kStall);
+
+  cfg.faults.rules.push_back({"drop dir=up"});
+  EXPECT_FALSE(control::plan_gateway(cfg, &err).has_value());
+  EXPECT_THAT(err, ::testing::HasSubstr("faults.rules[2]"));
+  EXPECT_FALSE(control::plan_faults(cfg.faults, &err).has_value());
 }
 
 TEST(GatewaySettings, ChecksumAndDevice) {
