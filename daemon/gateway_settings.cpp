@@ -13,7 +13,9 @@ namespace {
 // Per-connection transmit descriptors: the responses a full window of requests needs, plus NOOPs and
 // completions behind them (the engine tests run 32 deep with 96).
 std::uint32_t tx_per_conn(std::uint32_t depth) {
-  return std::min<std::uint32_t>(3 * depth, 3 * 16384);
+  static_assert(3 * conf::kMaxQueueDepth <= dataplane::kMaxTxPerConn,
+                "tx descriptor indices must stay below the SQ FIFO markers");
+  return std::min<std::uint32_t>(3 * depth, 3 * conf::kMaxQueueDepth);
 }
 
 store::StoreConfig store_config(const conf::Config& cfg) {
@@ -122,6 +124,7 @@ EngineConfig engine_config(const conf::Config& cfg) {
     cc.bulk_bytes_per_conn = 0;  // chunks move between the peer's memory and the store arena directly
     cc.keepalive_us = t.keepalive_us;
     cc.dead_peer_us = t.dead_peer_us;
+    cc.bulk_timeout_us = t.bulk_timeout_us;
     ec.cores.push_back(cc);
   }
   const std::uint64_t max_bulk = std::min<std::uint64_t>(0xffffffffu, 2 * cfg.store.max_value_bytes);

@@ -299,6 +299,7 @@ TEST(GatewaySettings, TimeoutsAreWhatStartAndReloadBothApply) {
   EXPECT_EQ(s.engine.backoff.max, t.backoff.max);
   EXPECT_EQ(s.engine.cores.at(0).keepalive_us, t.keepalive_us);
   EXPECT_EQ(s.engine.cores.at(0).dead_peer_us, t.dead_peer_us);
+  EXPECT_EQ(s.engine.cores.at(0).bulk_timeout_us, t.bulk_timeout_us);
 }
 
 TEST(GatewaySettings, AdmissionIsWhatStartAndReloadBothApply) {
