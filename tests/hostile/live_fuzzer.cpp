@@ -19,7 +19,7 @@
 //   is up or it is killed; every GET is checked byte for byte against what this process PUT. It deletes its
 //   16 keys (--key-prefix, default good-<pid>-) first, in case a killed predecessor left them, and again at a
 //   normal end. A mismatch prints "MISMATCH" and exits 3; a connection that fails exits 4. Prints
-//   "good: connected", then "good: ops N" every 100 ops.
+//   "good: connected", "good: loading" once those keys are gone, then "good: ops N" every 100 ops.
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <netdb.h>
@@ -761,6 +761,8 @@ int run_good(const Options& o) {
       return 4;
     }
   }
+  std::printf("good: loading\n");
+  std::fflush(stdout);
   std::map<std::string, std::pair<std::uint64_t, std::size_t>> stored;  // key -> version, size
   const auto end = Clock::now() + std::chrono::duration<double>(o.seconds);
   const std::size_t max_inline = acc.p.max_msg - kHeader - 1 - 24;
@@ -1367,11 +1369,7 @@ int usage(const char* why) {
 
 }  // namespace
 
-#ifdef RDMAGATE_LIVE_FUZZER_EMBEDDED
-int live_fuzzer_main(int argc, char** argv) {
-#else
 int main(int argc, char** argv) {
-#endif
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
