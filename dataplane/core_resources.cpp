@@ -42,6 +42,11 @@ std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreC
   // Every receive and every send work request of every slot can complete on this CQ: a flush gives each a
   // CQE, signaled or not, and a slot's send queue holds its messages, a chunk's RDMA work requests and the
   // drain marker (send_queue_depth). With the shared receive queue, every receive of the pool instead.
+  // It is enough: a connection never has more on its QP than its SQ FIFO admits (tx_per_conn descriptors, one
+  // bulk op of at most kMaxFragments READs/WRITEs, since the next op starts only when the last one's are all
+  // off the device, and one drain marker, posted only when none is), nor more receives than rx_per_conn (or
+  // its pool share); and the core answers CLOSED only after every CQE of the connection was polled, so a slot's
+  // next connection never adds to CQEs of the one before.
   const std::uint32_t receives = c->srq_ != nullptr ? c->pool_size() : c->cfg_.max_conns * cfg.rx_per_conn;
   const int cqe = static_cast<int>(receives + c->cfg_.max_conns * send_queue_depth(cfg));
   c->cq_ = cfg.cq_channel != nullptr ? backend.create_armable_cq(cqe, cfg.max_conns, cfg.cq_channel, error)
