@@ -77,6 +77,9 @@ std::size_t AsyncInbox::read_and_publish() {
       case IBV_EVENT_GID_CHANGE:
         note.port = static_cast<std::uint8_t>(ev.element.port_num);
         break;
+      case IBV_EVENT_CQ_ERR:
+        note.cq = ev.element.cq;
+        break;
       default:
         break;
     }

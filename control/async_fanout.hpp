@@ -22,6 +22,7 @@ struct AsyncNote {
   ibv_event_type type = IBV_EVENT_COMM_EST;
   std::uint32_t qp_num = 0;  // QP events
   std::uint8_t port = 0;     // port events
+  const void* cq = nullptr;  // IBV_EVENT_CQ_ERR: which CQ (compared, never dereferenced)
 };
 
 class AsyncInbox {

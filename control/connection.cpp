@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "control/engine.hpp"
+#include "dataplane/fault_rules.hpp"
 #include "dataplane/tsc.hpp"
 #include "protocol/handshake.hpp"
 #include "protocol/incarnation.hpp"
@@ -26,7 +27,7 @@ Connection::Connection(Engine& eng, const LifecycleConfig& cfg, std::uint64_t id
 
 DispatchResult Connection::dispatch(Event ev, const EventArgs& args) {
   const DispatchResult r = lc_.dispatch(ev, args, *this);
-  eng_.note_dispatch_st(r);
+  eng_.note_dispatch_st(r, lc_.role());
   if (r.from != r.to && eng_.cfg_.on_state_change) eng_.cfg_.on_state_change(id_, r.from, r.to);
   return r;
 }
@@ -38,8 +39,9 @@ void Connection::set_session(const protocol::Session& s) noexcept {
   // The engine's copy of the core config: set_timeouts_st (SIGHUP) updates its keepalive times.
   const dataplane::CoreConfig& core_cfg = eng_.cfg_.cores[static_cast<std::size_t>(core_ < 0 ? 0 : core_)];
   const std::uint64_t hz = dataplane::tsc_hz();
-  cc_.credit_cfg.keepalive_interval = dataplane::us_to_tsc(core_cfg.keepalive_us, hz);
-  cc_.credit_cfg.dead_peer_timeout = dataplane::us_to_tsc(core_cfg.dead_peer_us, hz);
+  // Minor 1: the negotiated keepalive, and the dead-peer timeout the peer was told as a floor.
+  protocol::set_session_timers(cc_.credit_cfg, s, dataplane::us_to_tsc(core_cfg.keepalive_us, hz),
+                               dataplane::us_to_tsc(core_cfg.dead_peer_us, hz), dataplane::us_to_tsc(1000, hz));
 }
 
 int Connection::create_cm_id() noexcept {
@@ -81,13 +83,20 @@ int Connection::reserve_core_slot() noexcept {
   int best = -1;
   for (std::size_t i = 0; i < eng_.cores_.size(); ++i) {
     if (pinned_core_ >= 0 && static_cast<std::size_t>(pinned_core_) != i) continue;
+    if (eng_.out_of_service_[i]) continue;  // its CQ was lost: nothing new goes there
     const auto& c = *eng_.cores_[i];
     if (c.load() >= c.config().max_conns) continue;
     if (best < 0 || c.load() < eng_.cores_[static_cast<std::size_t>(best)]->load()) best = static_cast<int>(i);
   }
-  if (best < 0) return -ENOSPC;
+  if (best < 0) {
+    setup_error_ = "no free connection slot on any core in service";
+    return -ENOSPC;
+  }
   const int slot = eng_.cores_[static_cast<std::size_t>(best)]->alloc_slot_st();
-  if (slot < 0) return -ENOSPC;
+  if (slot < 0) {
+    setup_error_ = "core " + std::to_string(best) + "'s connection table is full";
+    return -ENOSPC;
+  }
   core_ = best;
   slot_ = slot;
   return 0;
@@ -105,16 +114,20 @@ int Connection::create_qp() noexcept {
   std::string err;
   qp_ = eng_.backend_->create_qp(cm_id_, core.cq(), caps, &setup.granted, &err);
   if (qp_ == nullptr) {
-    eng_.log_st("%s (peer %s)", err.c_str(), peer_str_.c_str());
+    // Passive: the reject (or, if the peer is gone, the abandon) line reports it, on the peers' log budget.
+    if (lc_.role() == Role::kActive) eng_.log_st("%s (peer %s)", err.c_str(), peer_str_.c_str());
+    setup_error_ = err;
     return -EIO;
   }
   setup.qp = qp_.get();
   setup.send_inline_bytes = caps.max_inline_data;
   setup.signal_interval = eng_.cfg_.signal_interval;
-  setup.rd_depth = static_cast<std::uint16_t>(
-      std::max(1, std::min(eng_.device().limits().max_qp_init_rd_atom, eng_.cfg_.max_rd_atom)));
+  // RDMA READs the core keeps in flight: our initiator depth, which (passive) is clamped to the peer's
+  // responder resources from its request; the active side clamps it again at ESTABLISHED from the accept.
+  setup.rd_depth = static_cast<std::uint16_t>(std::max(1, initiator_depth()));
   setup.hand_out_rkey = lc_.role() == Role::kActive;
   dataplane::init_core_conn(cc_, core, slot_, setup);
+  cc_.peer_ip = dataplane::fault_peer_ip(rdma_get_peer_addr(cm_id_));  // what fault rules match (docs/faults.md)
   cc_.handle = handle();
   eng_.by_qp_[cc_.qp_num] = this;
   return 0;
@@ -146,17 +159,28 @@ int Connection::post_rx() noexcept {
   return 0;
 }
 
-// Both ends offer the same RDMA READ depths and retry counts; only the private data differs. retry_count
-// matters only to the active side (rdma_accept ignores it).
+int Connection::initiator_depth() const noexcept {
+  const int ours = std::min(eng_.device().limits().max_qp_init_rd_atom, eng_.cfg_.max_rd_atom);
+  return std::min(ours, static_cast<int>(peer_responder_resources_));
+}
+
+int Connection::responder_resources() const noexcept {
+  const int ours = std::min(eng_.device().limits().max_qp_rd_atom, eng_.cfg_.max_rd_atom);
+  return std::min(ours, static_cast<int>(peer_initiator_depth_));
+}
+
+// Both ends offer the same retry counts (kRetryCount, kRnrRetryCount: what the peer's QP uses) and, as RDMA READ
+// depths, their device's capped at max_rd_atom; the passive side's are clamped to the request's (SPDK's target
+// does the same): never more READs in flight than the peer has responder resources for. retry_count matters
+// only to the active side (rdma_accept ignores it).
 rdma_conn_param Connection::conn_param(const std::uint8_t* private_data, std::size_t len) const noexcept {
   rdma_conn_param p{};
   p.private_data = private_data;
   p.private_data_len = static_cast<std::uint8_t>(len);
-  const RdmaDeviceLimits& lim = eng_.device().limits();
-  p.responder_resources = static_cast<std::uint8_t>(std::min(lim.max_qp_rd_atom, eng_.cfg_.max_rd_atom));
-  p.initiator_depth = static_cast<std::uint8_t>(std::min(lim.max_qp_init_rd_atom, eng_.cfg_.max_rd_atom));
-  p.retry_count = 7;
-  p.rnr_retry_count = 7;
+  p.responder_resources = static_cast<std::uint8_t>(responder_resources());
+  p.initiator_depth = static_cast<std::uint8_t>(initiator_depth());
+  p.retry_count = kRetryCount;
+  p.rnr_retry_count = kRnrRetryCount;
   return p;
 }
 
@@ -184,7 +208,7 @@ int Connection::accept() noexcept {
   rdma_conn_param p = conn_param(buf, enc.size);
   if (rdma_accept(cm_id_, &p) != 0) {
     const int e = neg_errno();
-    eng_.log_st("rdma_accept %s qp 0x%x: %s", peer_str_.c_str(), cc_.qp_num, std::strerror(-e));
+    setup_error_ = std::string("rdma_accept: ") + std::strerror(-e);
     return e;
   }
   ++eng_.counters_.accepts;
@@ -204,21 +228,38 @@ bool Connection::send_adopt() noexcept {
 }
 
 void Connection::send_close(CloseReason why) noexcept {
-  eng_.cores_[static_cast<std::size_t>(core_)]->control_mailbox().send_st(dataplane::ToCore::close(handle(), why));
+  // A core whose CQ is being declared lost takes a CLOSE as "the QP is destroyed": Engine::on_cq_lost_st
+  // sends this connection's CLOSE once it has destroyed the QP.
+  if (!eng_.cq_lost_pending_[static_cast<std::size_t>(core_)]) {
+    eng_.cores_[static_cast<std::size_t>(core_)]->control_mailbox().send_st(dataplane::ToCore::close(handle(), why));
+  }
   close_kick_delay_ = kFirstCloseKick;
   close_kick_deadline_ = std::chrono::steady_clock::now() + close_kick_delay_;
 }
 
+// A request we took but could not accept (setup failure, timeout, shutdown). When the CM refuses the reject
+// too, the peer abandoned the request first: it destroyed its id or gave up, and its REJ (or timeout) moved
+// the CM's state on, which is also why rdma_create_qp or rdma_accept failed with EINVAL. That is no reject
+// and no lack of resources: it is counted as abandoned (peer_gone), so that
+// rdmagate_connection_rejects_total{reason="no_resources"} means what it says.
 void Connection::reject(std::uint8_t code) noexcept {
   const auto why = static_cast<protocol::RejectReason>(code);
   const protocol::HandshakeBody body =
       protocol::make_reject(eng_.local(), eng_.device_params(), why, accept_body_.dst_incarnation);
   std::uint8_t buf[protocol::kMaxHandshakeSize] = {};
   const auto enc = protocol::encode_handshake(body, buf);
-  if (code <= protocol::kRejectReasonMax) ++eng_.counters_.rejects_sent[code];
+  const std::string detail =
+      setup_error_.empty() ? std::string(dataplane::to_string(lc_.close_reason())) : setup_error_;
   if (rdma_reject(cm_id_, buf, static_cast<std::uint8_t>(enc.ok() ? enc.size : 0)) != 0) {
-    eng_.log_st("rdma_reject %s: %m", peer_str_.c_str());
+    const int e = errno;
+    ++eng_.counters_.abandoned[static_cast<std::size_t>(AbandonReason::kPeerGone)];
+    eng_.log_peer_st("connection request from %s abandoned by the peer during setup (%s; rdma_reject: %s)",
+                     peer_str_.c_str(), detail.c_str(), std::strerror(e));
+    return;
   }
+  if (code <= protocol::kRejectReasonMax) ++eng_.counters_.rejects_sent[code];
+  eng_.log_peer_st("reject %s: %s (%s)", peer_str_.c_str(), std::string(protocol::to_string(why)).c_str(),
+                   detail.c_str());
 }
 
 void Connection::disconnect() noexcept {

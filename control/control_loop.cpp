@@ -8,6 +8,7 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -142,10 +143,22 @@ RetryHint retry_for(protocol::RejectReason r) {
     case protocol::RejectReason::kNotAllowed:
     case protocol::RejectReason::kRace:
     case protocol::RejectReason::kBadPrivateData:
+    case protocol::RejectReason::kBadConnParam:
       return RetryHint::kNever;
     default:
       return RetryHint::kBackoff;
   }
+}
+
+// The verbs CQ behind a core's BackendCq, to match IBV_EVENT_CQ_ERR's element.cq.
+const void* verbs_cq_of(const dataplane::BackendCq& cq) { return cq.verbs_cq; }
+
+std::uint64_t random_seed() {
+  std::uint64_t s = 0;
+  if (getrandom(&s, sizeof s, 0) != static_cast<ssize_t>(sizeof s)) {
+    s = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  return s;
 }
 
 }  // namespace
@@ -155,6 +168,9 @@ RetryHint retry_for(protocol::RejectReason r) {
 std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, std::string* error) {
   std::unique_ptr<Engine> e(new Engine());
   e->cfg_ = cfg;
+  e->admission_ = AdmissionTable({cfg.max_conns_per_source, cfg.connect_rate, cfg.connect_burst}, random_seed());
+  e->out_of_service_.assign(cfg.cores.size(), false);
+  e->cq_lost_pending_.assign(cfg.cores.size(), false);
   if (e->cfg_.local.incarnation == 0) e->cfg_.local.incarnation = protocol::process_incarnation();
   if (cfg.cores.empty()) {
     *error = cfg.name + ": no data-plane core configured";
@@ -492,6 +508,8 @@ void Engine::handle_cm_events_st() {
     const int status = ev->status;
     rdma_cm_id* id = ev->id;
     const bool is_request = type == RDMA_CM_EVENT_CONNECT_REQUEST;
+    const PeerConnParam peer_param{ev->param.conn.initiator_depth, ev->param.conn.responder_resources,
+                                   ev->param.conn.rnr_retry_count};
     std::vector<std::uint8_t> pd;
     if (ev->param.conn.private_data != nullptr) {
       const auto* p = static_cast<const std::uint8_t*>(ev->param.conn.private_data);
@@ -501,7 +519,7 @@ void Engine::handle_cm_events_st() {
     rdma_ack_cm_event(ev);
 
     if (is_request) {
-      on_connect_request_st(id, pd);
+      on_connect_request_st(id, pd, peer_param);
       continue;
     }
     if (conn == nullptr) continue;  // a listener's event
@@ -527,6 +545,14 @@ void Engine::handle_cm_events_st() {
         conn->dispatch(Event::kConnectError, args);
         break;
       case RDMA_CM_EVENT_REJECTED: {
+        if (conn->lifecycle().role() == Role::kPassive) {
+          // The peer refused our accept's REP, or destroyed its id before ESTABLISHED (its CM sends a REJ).
+          ++counters_.abandoned[static_cast<std::size_t>(AbandonReason::kPeerGone)];
+          log_peer_st("connection request from %s abandoned by the peer before it was established (REJ)",
+                      conn->peer_str_.c_str());
+          conn->dispatch(Event::kRejected, args);
+          break;
+        }
         protocol::HandshakeBody body;
         if (!pd.empty() && protocol::decode_handshake(pd, protocol::HandshakeKind::kReject, body) ==
                                protocol::HandshakeError::kOk) {
@@ -576,6 +602,11 @@ void Engine::handle_cm_events_st() {
           }
           conn->set_session(s);
           conn->last_peer_incarnation_ = s.peer_incarnation;
+          // The accept's depths: our RDMA READs never outnumber its responder resources. The core reads
+          // rd_depth only for requests, which it handles only after the ADOPT that publishes this.
+          if (peer_param.initiator_depth != 0) {
+            conn->cc_.rd_depth = std::min<std::uint16_t>(conn->cc_.rd_depth, peer_param.initiator_depth);
+          }
         }
         ++counters_.established;
         conn->dispatch(Event::kEstablished, args);
@@ -597,26 +628,70 @@ void Engine::handle_cm_events_st() {
   }
 }
 
-void Engine::on_connect_request_st(rdma_cm_id* child, const std::vector<std::uint8_t>& pd) {
+void Engine::reject_request_st(rdma_cm_id* child, const std::string& peer, protocol::RejectReason why,
+                               std::uint64_t their_incarnation, const char* detail) {
+  const protocol::HandshakeBody body = protocol::make_reject(local(), device_params(), why, their_incarnation);
+  std::uint8_t buf[protocol::kMaxHandshakeSize] = {};
+  const auto enc = protocol::encode_handshake(body, buf);
+  if (rdma_reject(child, buf, static_cast<std::uint8_t>(enc.ok() ? enc.size : 0)) != 0) {
+    const int e = errno;
+    ++counters_.abandoned[static_cast<std::size_t>(AbandonReason::kPeerGone)];
+    log_peer_st("connection request from %s abandoned by the peer (%s; rdma_reject: %s)", peer.c_str(), detail,
+                std::strerror(e));
+  } else {
+    ++counters_.rejects_sent[static_cast<std::size_t>(why)];
+    log_peer_st("reject %s: %s (%s)", peer.c_str(), std::string(protocol::to_string(why)).c_str(), detail);
+  }
+  rdma_destroy_id(child);
+}
+
+void Engine::on_connect_request_st(rdma_cm_id* child, const std::vector<std::uint8_t>& pd,
+                                   const PeerConnParam& param) {
   ++counters_.connect_requests;
-  const std::string peer = addr_string(rdma_get_peer_addr(child));
+  const sockaddr* peer_sa = rdma_get_peer_addr(child);
+  const std::string peer = addr_string(peer_sa);
   const protocol::AcceptOutcome out = protocol::negotiate_accept(pd, local(), device_params());
   protocol::RejectReason why = out.reason;
+  std::string detail(protocol::to_string(out.error));
   // The allow list comes first: a peer that may not connect learns nothing else about why.
-  if (cfg_.admit && !cfg_.admit(rdma_get_peer_addr(child))) why = protocol::RejectReason::kNotAllowed;
-  if (why == protocol::RejectReason::kNone && !accepting_) why = protocol::RejectReason::kNoResources;
-  if (why != protocol::RejectReason::kNone) {
-    protocol::HandshakeBody body = out.reply;
-    if (why != out.reason) {
-      body = protocol::make_reject(local(), device_params(), why, out.reply.dst_incarnation);
+  if (cfg_.admit && !cfg_.admit(peer_sa)) {
+    why = protocol::RejectReason::kNotAllowed;
+    detail = "security.allowed_clients";
+  }
+  // Then admission per source: every request of an allowed peer spends a token, well-formed or not.
+  std::optional<SourceKey> admitted;
+  if (why != protocol::RejectReason::kNotAllowed) {
+    const SourceKey src = source_key(peer_sa);
+    switch (admission_.admit(src, now_)) {
+      case AdmissionVerdict::kAdmit:
+        admitted = src;
+        break;
+      case AdmissionVerdict::kTooManyConnections:
+        why = protocol::RejectReason::kSourceLimit;
+        detail = "security.connections_per_source " + std::to_string(admission_.limits().per_source) + " reached";
+        break;
+      case AdmissionVerdict::kRateExceeded:
+        why = protocol::RejectReason::kSourceLimit;
+        detail = "security.connect_rate exceeded";
+        break;
     }
-    std::uint8_t buf[protocol::kMaxHandshakeSize] = {};
-    const auto enc = protocol::encode_handshake(body, buf);
-    ++counters_.rejects_sent[static_cast<std::size_t>(why)];
-    log_st("reject %s: %s (%s)", peer.c_str(), std::string(protocol::to_string(why)).c_str(),
-           std::string(protocol::to_string(out.error)).c_str());
-    if (rdma_reject(child, buf, static_cast<std::uint8_t>(enc.ok() ? enc.size : 0)) != 0) log_st("rdma_reject: %m");
-    rdma_destroy_id(child);
+  }
+  // In RC our QP retries an RNR NAK as often as the peer's request asks: 7 is forever (kRnrRetryCount).
+  // And our READs of a read chunk need at least one responder resource at the peer.
+  if (why == protocol::RejectReason::kNone && param.rnr_retry_count >= kRnrRetryForever) {
+    why = protocol::RejectReason::kBadConnParam;
+    detail = "rnr_retry_count 7 (retry forever)";
+  } else if (why == protocol::RejectReason::kNone && param.initiator_depth == 0) {
+    why = protocol::RejectReason::kBadConnParam;
+    detail = "responder_resources 0 (read chunks need RDMA READ)";
+  }
+  if (why == protocol::RejectReason::kNone && !accepting_) {
+    why = protocol::RejectReason::kNoResources;
+    detail = "shutting down";
+  }
+  if (why != protocol::RejectReason::kNone) {
+    if (admitted) admission_.release(*admitted, now_);
+    reject_request_st(child, peer, why, out.reply.dst_incarnation, detail.c_str());
     return;
   }
   // Connection races (RDS / o2iblnd): one connection per pair of engines. A request from a peer we are
@@ -626,7 +701,7 @@ void Engine::on_connect_request_st(rdma_cm_id* child, const std::vector<std::uin
   const std::uint64_t theirs = out.reply.dst_incarnation;
   for (const auto& [cid, other] : conns_) {
     if (other->lifecycle().role() != Role::kActive ||
-        !same_host(reinterpret_cast<const sockaddr*>(&other->peer_addr_), rdma_get_peer_addr(child))) {
+        !same_host(reinterpret_cast<const sockaddr*>(&other->peer_addr_), peer_sa)) {
       continue;
     }
     const State st = other->lifecycle().state();
@@ -634,15 +709,10 @@ void Engine::on_connect_request_st(rdma_cm_id* child, const std::vector<std::uin
     const bool duplicate = (st == State::kEstablishedPendingAdopt || st == State::kOwnedByCore) &&
                            other->session().peer_incarnation == theirs;
     if (duplicate || (contested && cfg_.local.incarnation > theirs)) {
-      const protocol::HandshakeBody body =
-          protocol::make_reject(local(), device_params(), protocol::RejectReason::kRace, theirs);
-      std::uint8_t buf[protocol::kMaxHandshakeSize] = {};
-      const auto enc = protocol::encode_handshake(body, buf);
-      ++counters_.rejects_sent[static_cast<std::size_t>(protocol::RejectReason::kRace)];
       ++counters_.races_won;
-      log_st("reject %s: race (%s)", peer.c_str(), duplicate ? "already connected" : "higher incarnation wins");
-      if (rdma_reject(child, buf, static_cast<std::uint8_t>(enc.ok() ? enc.size : 0)) != 0) log_st("rdma_reject: %m");
-      rdma_destroy_id(child);
+      admission_.release(*admitted, now_);
+      reject_request_st(child, peer, protocol::RejectReason::kRace, theirs,
+                        duplicate ? "already connected" : "higher incarnation wins");
       return;
     }
   }
@@ -659,6 +729,9 @@ void Engine::on_connect_request_st(rdma_cm_id* child, const std::vector<std::uin
   c->peer_str_ = peer;
   c->accept_body_ = out.reply;
   c->rx_to_post_ = out.session.params.queue_depth;
+  c->peer_responder_resources_ = param.initiator_depth;
+  c->peer_initiator_depth_ = param.responder_resources;
+  c->admitted_source_ = admitted;
   c->set_session(out.session);
   conns_.emplace(id, std::move(conn));
   by_handle_[c->handle().value] = c;
@@ -679,6 +752,13 @@ void Engine::handle_async_events_st() {
         if (it == by_qp_.end()) continue;
         log_st("async event %s on qp 0x%x", ibv_event_type_str(ev.type), ev.qp_num);
         it->second->dispatch(Event::kQpFatal);
+        continue;
+      }
+      case IBV_EVENT_CQ_ERR: {
+        // Every engine on the device sees it; only the engine whose core owns the CQ acts.
+        for (std::size_t i = 0; i < cores_.size(); ++i) {
+          if (ev.cq != nullptr && verbs_cq_of(cores_[i]->cq()) == ev.cq) on_cq_error_st(i);
+        }
         continue;
       }
       case IBV_EVENT_DEVICE_FATAL:
@@ -706,28 +786,90 @@ struct Engine::ReplyHandler {
     ++eng.counters_.core_failures;
     Connection* c = eng.by_handle(h);
     if (c == nullptr) return;
+    const auto k = static_cast<std::size_t>(kind);
+    if (k < eng.counters_.failures_by_kind.size()) ++eng.counters_.failures_by_kind[k];
     if (kind == FailureKind::kKeepalive) ++eng.counters_.dead_peers;
     if (kind == FailureKind::kProtocol && status < eng.counters_.failures_by_status.size()) {
       ++eng.counters_.failures_by_status[status];
     }
-    const char* what = kind == FailureKind::kProtocol     ? "protocol violation"
-                       : kind == FailureKind::kKeepalive ? "dead peer"
-                                                          : "completion error";
+    // The core lost its CQ: on_cq_lost_st closes every connection of it, each after destroying its QP.
+    if (kind == FailureKind::kCqError) return;
     std::string detail = std::to_string(status);
-    if (kind == FailureKind::kProtocol && status < dataplane::kCreditStatusBase) {
-      detail = std::string(protocol::to_string(static_cast<protocol::WireError>(status)));
-    } else if (kind == FailureKind::kProtocol && status < dataplane::kUnexpectedStatusBase) {
-      detail = std::string(protocol::to_string(static_cast<protocol::CreditError>(status - dataplane::kCreditStatusBase)));
-    } else if (kind == FailureKind::kCompletion) {
-      detail = ibv_wc_status_str(static_cast<ibv_wc_status>(status));
+    const char* what = "completion error";
+    switch (kind) {
+      case FailureKind::kProtocol:
+        what = "protocol violation";
+        if (status < dataplane::kCreditStatusBase) {
+          detail = std::string(protocol::to_string(static_cast<protocol::WireError>(status)));
+        } else if (status < dataplane::kUnexpectedStatusBase) {
+          detail = std::string(
+              protocol::to_string(static_cast<protocol::CreditError>(status - dataplane::kCreditStatusBase)));
+        }
+        break;
+      case FailureKind::kKeepalive:
+        what = "dead peer";
+        break;
+      case FailureKind::kPeerFault:
+        what = "peer fault";
+        detail = ibv_wc_status_str(static_cast<ibv_wc_status>(status));
+        break;
+      case FailureKind::kBulkTimeout:
+        what = "bulk transfer timed out";
+        detail = std::to_string(status) + " ms";
+        break;
+      case FailureKind::kCompletion:
+        detail = ibv_wc_status_str(static_cast<ibv_wc_status>(status));
+        break;
+      case FailureKind::kCqError:
+        break;
     }
-    eng.log_st("closing %s qp 0x%x: %s (%s)", c->peer().c_str(), c->qp_num(), what, detail.c_str());
+    eng.log_peer_st("closing %s qp 0x%x: %s (%s)", c->peer().c_str(), c->qp_num(), what, detail.c_str());
     EventArgs a;
     a.failure = kind;
     a.status = static_cast<int>(status);
     c->dispatch(Event::kCoreFailed, a);
   }
+  void on_cq_lost_st(unsigned core) { eng.on_cq_lost_st(core); }
 };
+
+// IBV_EVENT_CQ_ERR: the core's CQ reports nothing more, flushes included, so no drain of its connections can
+// end the usual way. The core is told (kCqLost) and stops touching its QPs; its answer comes back through
+// on_cq_lost_st. From now on nothing new is placed on it, and no CLOSE goes to it until then.
+void Engine::on_cq_error_st(std::size_t core) {
+  if (out_of_service_[core]) return;
+  out_of_service_[core] = true;
+  cq_lost_pending_[core] = true;
+  ++counters_.cq_lost;
+  log_st("warning: core %zu (lcore %u): its completion queue went to error (IBV_EVENT_CQ_ERR): closing its "
+         "connections; it takes no new ones until the gateway restarts",
+         core, cores_[core]->config().lcore);
+  cores_[core]->control_mailbox().send_st(dataplane::ToCore::cq_lost());
+}
+
+// The core touches none of its QPs any more. For every connection it may still reference: destroy the QP
+// (which proves the device is done with that connection's memory: a CQ in error reports no flush), then
+// CLOSE, which the core in lost mode takes as "release everything now" and answers CLOSED. A connection
+// already closing gets its CLOSE again; one that was answered CLOSED holds no core reference and is left alone.
+void Engine::on_cq_lost_st(unsigned core) {
+  if (core >= cores_.size()) return;
+  cq_lost_pending_[core] = false;
+  std::size_t n = 0;
+  for (Connection* c : connections()) {
+    if (c->core() != static_cast<int>(core)) continue;
+    const ResourceSet held = c->lifecycle().held();
+    if (!held.has(Resource::kCoreRef) && !held.has(Resource::kRxPosted)) continue;
+    c->qp_.reset();  // the core posts to it no more; cc_.qp stays for the core's bookkeeping
+    ++n;
+    if (c->lifecycle().state() == State::kClosing) {
+      c->send_close(CloseReason::kCqError);
+    } else {
+      EventArgs a;
+      a.close_reason = CloseReason::kCqError;
+      c->dispatch(Event::kLocalClose, a);
+    }
+  }
+  log_st("warning: core %u: %zu connection(s) closed after its completion queue was lost", core, n);
+}
 
 void Engine::drain_cores_st() {
   ReplyHandler h{*this};
@@ -745,9 +887,20 @@ void Engine::drain_cores_st() {
 
 void Engine::fire_timers_st() {
   const TimePoint now = now_;
+  if (fault_tables_.tables_kept() > 1) {
+    std::vector<std::uint64_t> applied;
+    applied.reserve(cores_.size());
+    for (const auto& core : cores_) applied.push_back(core->faults.counters().applied_generation());
+    fault_tables_.reclaim(applied);
+  }
   for (Connection* c : connections()) {
     if (c->handshake_deadline_ && *c->handshake_deadline_ <= now) {
       c->handshake_deadline_.reset();
+      if (c->lifecycle().role() == Role::kPassive) {
+        ++counters_.abandoned[static_cast<std::size_t>(AbandonReason::kHandshakeTimeout)];
+        log_peer_st("connection request from %s abandoned: no answer to our accept within the handshake timeout",
+                    c->peer_str_.c_str());
+      }
       c->dispatch(Event::kHandshakeTimeout);
     }
     if (c->reconnect_deadline_ && *c->reconnect_deadline_ <= now) {
@@ -777,6 +930,7 @@ void Engine::reap_st() {
   for (auto it = conns_.begin(); it != conns_.end();) {
     if (it->second->lifecycle().destroyable()) {
       note_reaped_st(*it->second);
+      if (it->second->admitted_source_) admission_.release(*it->second->admitted_source_, now_);
       by_handle_.erase(it->second->handle().value);
       ++counters_.destroyed;
       it = conns_.erase(it);
@@ -790,6 +944,9 @@ void Engine::set_timeouts_st(Duration handshake_timeout, const BackoffPolicy& ba
                              std::uint64_t dead_peer_us) {
   cfg_.handshake_timeout = handshake_timeout;
   cfg_.backoff = backoff;
+  // What accepts from now on announce (handshake minor 1): the peer keeps to what it was told.
+  cfg_.local.timers = protocol::Timers{static_cast<std::uint32_t>(keepalive_us / 1000),
+                                       static_cast<std::uint32_t>(dead_peer_us / 1000)};
   for (dataplane::CoreConfig& cc : cfg_.cores) {
     cc.keepalive_us = keepalive_us;
     cc.dead_peer_us = dead_peer_us;
@@ -799,6 +956,34 @@ void Engine::set_timeouts_st(Duration handshake_timeout, const BackoffPolicy& ba
     dataplane::ControlMailbox& mb = core->control_mailbox();
     mb.send_st(dataplane::ToCore::config(dataplane::ConfigKey::kKeepaliveIntervalUs, keepalive_us));
     mb.send_st(dataplane::ToCore::config(dataplane::ConfigKey::kPeerDeadTimeoutUs, dead_peer_us));
+  }
+}
+
+void Engine::set_admission_st(std::uint32_t per_source, double rate, std::uint32_t burst) {
+  cfg_.max_conns_per_source = per_source;
+  cfg_.connect_rate = rate;
+  cfg_.connect_burst = burst;
+  admission_.set_limits({per_source, rate, burst});
+}
+
+void Engine::set_fault_rules_st(const dataplane::FaultTable& t) {
+  const dataplane::FaultTable* p = fault_tables_.publish(t);
+  for (auto& core : cores_) {
+    core->control_mailbox().send_st(
+        dataplane::ToCore::config(dataplane::ConfigKey::kFaultTable, reinterpret_cast<std::uintptr_t>(p)));
+  }
+  for (Connection* c : connections()) {
+    if (c->lifecycle().state() != State::kOwnedByCore || !t.qp_err_matches(c->cc_.peer_ip)) continue;
+    ++counters_.faults_qp_err;
+    log_st("warning: fault injection: qp 0x%x (peer %s) moved to ERR", c->qp_num(), c->peer().c_str());
+    c->dispatch(Event::kQpFatal);
+  }
+}
+
+void Engine::set_bulk_timeout_st(std::uint64_t bulk_timeout_us) {
+  for (dataplane::CoreConfig& cc : cfg_.cores) cc.bulk_timeout_us = bulk_timeout_us;
+  for (auto& core : cores_) {
+    core->control_mailbox().send_st(dataplane::ToCore::config(dataplane::ConfigKey::kBulkTimeoutUs, bulk_timeout_us));
   }
 }
 
@@ -925,13 +1110,14 @@ Connection* Engine::by_handle(dataplane::ConnHandle h) noexcept {
   return it == by_handle_.end() ? nullptr : it->second;
 }
 
-void Engine::note_dispatch_st(const DispatchResult& r) {
+void Engine::note_dispatch_st(const DispatchResult& r, Role role) {
   if (r.verdict == Verdict::kIllegal) {
     ++counters_.illegal_events;
     log_st("illegal event %s in state %s", std::string(to_string(r.event)).c_str(),
            std::string(to_string(r.from)).c_str());
   }
-  if (r.setup_failed) {
+  // A passive connection's failed setup step is in its reject or abandon line (Connection::reject).
+  if (r.setup_failed && role == Role::kActive) {
     log_st("setup step %s failed: %s", std::string(to_string(r.failed_action)).c_str(), std::strerror(-r.status));
   }
 }
@@ -940,6 +1126,22 @@ void Engine::log_st(const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   emit_log_st(log_limit_, fmt, ap);
+  va_end(ap);
+}
+
+void Engine::log_peer_st(const char* fmt, ...) {
+  char line[480];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  emit_st(peer_log_limit_, "warning: %s", line);
+}
+
+void Engine::emit_st(LogRateLimit& limit, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  emit_log_st(limit, fmt, ap);
   va_end(ap);
 }
 

@@ -29,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "control/admission.hpp"
 #include "control/async_fanout.hpp"
 #include "control/connection_lifecycle.hpp"
 #include "control/log_rate_limit.hpp"
@@ -39,6 +40,7 @@
 #include "dataplane/core_runner.hpp"
 #include "dataplane/core_sleep.hpp"
 #include "dataplane/doorbell.hpp"
+#include "dataplane/fault_core.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/handshake.hpp"
 
@@ -69,6 +71,15 @@ struct EngineConfig {
   // RDMA READs a connection keeps in flight for read chunks, and what we ask rdma_cm for as initiator depth
   // and responder resources; clamped to the device's max_qp_init_rd_atom / max_qp_rd_atom.
   int max_rd_atom = 16;
+  // Admission per source address (the peer's IP, any port), passive side, checked before anything is
+  // allocated; a request beyond either is rejected "source_limit" (security.connections_per_source,
+  // security.connect_rate, security.connect_burst; Engine::set_admission_st on SIGHUP). Connections in any
+  // state count, the handshake included. The requests are a token bucket: connect_burst tokens, refilled at
+  // connect_rate per second. 0: no limit (the default here: the client library, the bench and tests build
+  // engines directly; the daemon's keys are never 0).
+  std::uint32_t max_conns_per_source = 0;
+  double connect_rate = 0;
+  std::uint32_t connect_burst = 0;
   // Sends up to this many bytes go IBV_SEND_INLINE (dataplane.send_inline_bytes; 0: never); capped by the
   // buffer size and by what the QP grants.
   std::uint32_t send_inline_bytes = 512;
@@ -102,6 +113,29 @@ constexpr AsyncEventKind async_event_kind(ibv_event_type t) noexcept {
   }
 }
 
+// The rdma_cm retry counts we ask for (docs/protocol.md, rdma_cm parameters). In RC a QP retries an RNR NAK
+// as often as the OTHER side asked in its connect request or accept (the IB CM carries the count across), so
+// these bound the peer's sends to us, and the peer's counts bound ours: the passive side refuses a request
+// asking 7 (retry forever; kRnrRetryForever) with "bad_conn_param". A conforming peer never sees an RNR NAK
+// (credits stand for posted receives), so the count only limits how long a peer that broke that rule can
+// stall a send queue: 3 expiries of its RNR timer. 7 transport retries is the usual bound on a lost ack.
+inline constexpr std::uint8_t kRnrRetryCount = 3;
+inline constexpr std::uint8_t kRetryCount = 7;
+inline constexpr std::uint8_t kRnrRetryForever = 7;
+
+// What an rdma_cm event says of the peer's RDMA READ depths and RNR retries. The IB CM reports the depths from
+// the receiver's side (rdma_get_cm_event(3)): initiator_depth is what we may use as ours (the peer's responder
+// resources), responder_resources what we must provide (the peer's initiator depth).
+struct PeerConnParam {
+  std::uint8_t initiator_depth = 0;
+  std::uint8_t responder_resources = 0;
+  std::uint8_t rnr_retry_count = 0;
+};
+
+// Why a connection request ended before it was accepted with no reject sent (telemetry::kAbandonReasonNames).
+enum class AbandonReason : std::uint8_t { kPeerGone = 0, kHandshakeTimeout = 1 };
+inline constexpr std::size_t kAbandonReasonCount = 2;
+
 // Control-side counters (plain; control thread only).
 struct EngineCounters {
   std::uint64_t connect_requests = 0;
@@ -123,12 +157,20 @@ struct EngineCounters {
   std::uint64_t remote_cores = 0;  // configured cores not local to the device (hwloc)
   std::uint64_t close_rekicks = 0;  // QPs moved to ERR again because the core's CLOSED was slow (flush kick)
   std::uint64_t quiesce_timeouts = 0;  // SIGTERM drains whose quiesce phase hit the drain timeout
+  // FAILED replies for a known connection, by FailureKind value (1..6).
+  std::array<std::uint64_t, 8> failures_by_kind{};
+  std::array<std::uint64_t, kAbandonReasonCount> abandoned{};  // by AbandonReason
+  std::uint64_t cq_lost = 0;        // cores whose CQ went to error (IBV_EVENT_CQ_ERR): out of service
+  std::uint64_t faults_qp_err = 0;  // connections a fault-injection qp_err rule moved to ERR
 };
 
 // The engine's log lines per second (log_st), and separately its "accepted" and "closed" lines (log_conn_st);
 // beyond them lines are dropped and the next one written says how many ("suppressed=K").
 inline constexpr unsigned kLogLinesPerSecond = 20;
 inline constexpr unsigned kConnLogLinesPerSecond = 10;
+// What peers did (rejects, abandoned requests, violations, peer faults), at warn, on a budget of its own: a
+// flood of bad requests neither drowns the engine's other lines nor is drowned by them.
+inline constexpr unsigned kPeerLogLinesPerSecond = 10;
 
 // First re-kick of a closing QP whose CLOSED has not come back (Engine::fire_timers_st), doubling up to the
 // cap. A core answers CLOSE within microseconds on hardware; the first kick is well past that.
@@ -155,6 +197,10 @@ class Connection final : public ConnectionOps {
   int connect() noexcept override;
   int accept() noexcept override;
   rdma_conn_param conn_param(const std::uint8_t* private_data, std::size_t len) const noexcept;
+  // Our RDMA READ depths: the device's capped at max_rd_atom and clamped to the peer's (passive: from its
+  // request; active: 0xff until the accept arrives).
+  int initiator_depth() const noexcept;
+  int responder_resources() const noexcept;
   int schedule_reconnect(Duration delay) noexcept override;
   bool send_adopt() noexcept override;
   void send_close(CloseReason why) noexcept override;
@@ -212,6 +258,15 @@ class Connection final : public ConnectionOps {
   // Passive side: the accept body negotiated from the request.
   protocol::HandshakeBody accept_body_{};
   std::uint32_t rx_to_post_ = 0;
+  // Passive side: the peer's RDMA READ depths from its connect request (rdma_conn_param), which ours are
+  // clamped to: our initiator depth to its responder resources, our responder resources to its initiator
+  // depth.
+  std::uint8_t peer_responder_resources_ = 0xff;
+  std::uint8_t peer_initiator_depth_ = 0xff;
+  // Passive side: the source address admission counted this connection under (released when reaped).
+  std::optional<SourceKey> admitted_source_;
+  // Why the last setup step failed, for the reject line (passive side).
+  std::string setup_error_;
   // Passive side, once ESTABLISHED: the QP and lcore it was accepted on, for the "closed" line (the release
   // ladder clears both before the connection is reaped).
   struct Accepted {
@@ -283,6 +338,22 @@ class Engine {
   // The monotonic clock as poll_st read it once after its last sleep (create's time before the first turn).
   TimePoint now_st() const noexcept { return now_; }
 
+  // A SIGHUP reload of the admission limits (EngineConfig::max_conns_per_source, connect_rate,
+  // connect_burst): requests from now on; connections already held stay.
+  void set_admission_st(std::uint32_t per_source, double rate, std::uint32_t burst);
+  // Installs fault-injection rules (docs/faults.md) on every core (CONFIG kFaultTable) and applies the qp_err
+  // rules once: each established connection to a matching peer has its QP moved to ERR, as an
+  // IBV_EVENT_QP_FATAL would (closed kQpFatal), counted. An empty table removes every rule.
+  void set_fault_rules_st(const dataplane::FaultTable& t);
+  // Rules installed now (0: none).
+  std::uint32_t fault_rule_count() const noexcept {
+    return fault_tables_.current() != nullptr ? fault_tables_.current()->count : 0;
+  }
+  // The bulk transfer deadline (protocol.bulk_timeout_ms, in us) for every core, live (CONFIG kBulkTimeoutUs).
+  void set_bulk_timeout_st(std::uint64_t bulk_timeout_us);
+  // Core i lost its CQ (IBV_EVENT_CQ_ERR) and takes no connection any more: readiness reports it.
+  bool core_out_of_service(std::size_t i) const noexcept { return out_of_service_[i]; }
+  const AdmissionTable& admission() const noexcept { return admission_; }
   // A SIGHUP reload of the timeouts: handshake limit and reconnect backoff (for handshakes and reconnects
   // that start from now on), and every core's keepalive / dead-peer times, which established connections
   // take too (CONFIG through each core's ring; they apply when the core reads its ring).
@@ -339,7 +410,7 @@ class Engine {
   void drain_cores_st();
   void fire_timers_st();
   void reap_st();
-  void on_connect_request_st(rdma_cm_id* child, const std::vector<std::uint8_t>& pd);
+  void on_connect_request_st(rdma_cm_id* child, const std::vector<std::uint8_t>& pd, const PeerConnParam& param);
   void arm_timerfd_st(bool backlog);
   // Sets every core's stop flag and wakes the sleeping ones.
   void signal_stop_st();
@@ -349,9 +420,18 @@ class Engine {
   // neither drowns log_st's lines nor is drowned by them.
   void log_conn_st(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
   void emit_log_st(LogRateLimit& limit, const char* fmt, va_list ap);
+  void emit_st(LogRateLimit& limit, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
   void note_accepted_st(Connection& c);
   void note_reaped_st(const Connection& c);
-  void note_dispatch_st(const DispatchResult& r);
+  void note_dispatch_st(const DispatchResult& r, Role role);
+  // A peer's reject, abandoned request, violation or fault, at warn, on its own budget (kPeerLogLinesPerSecond).
+  void log_peer_st(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+  // Sends a reject for a request we never turned into a Connection, counts and logs it.
+  void reject_request_st(rdma_cm_id* child, const std::string& peer, protocol::RejectReason why,
+                         std::uint64_t their_incarnation, const char* detail);
+  // IBV_EVENT_CQ_ERR on core i's CQ: take it out of service (docs/engine.md, the CQ_ERR sequence).
+  void on_cq_error_st(std::size_t core);
+  void on_cq_lost_st(unsigned core);
 
   struct ReplyHandler;
 
@@ -386,6 +466,15 @@ class Engine {
   EngineCounters counters_{};
   LogRateLimit log_limit_{kLogLinesPerSecond, std::chrono::seconds(1)};
   LogRateLimit conn_log_limit_{kConnLogLinesPerSecond, std::chrono::seconds(1)};
+  LogRateLimit peer_log_limit_{kPeerLogLinesPerSecond, std::chrono::seconds(1)};
+  AdmissionTable admission_;
+  // By core: its CQ went to error; no connection is placed on it any more (reserve_core_slot skips it).
+  std::vector<bool> out_of_service_;
+  // By core: kCqLost sent, its reply not seen yet. No CLOSE goes to such a core (the core in lost mode takes
+  // a CLOSE as "the QP is destroyed"); on_cq_lost_st sends them, each after destroying the QP.
+  std::vector<bool> cq_lost_pending_;
+  // Fault-injection tables sent to the cores; freed once every core applied a later one (fire_timers_st).
+  dataplane::FaultTablePublisher fault_tables_;
 };
 
 }  // namespace rdmagate::control

@@ -7,6 +7,10 @@ namespace rdmagate::control {
 static_assert(kAsyncEventKindCount == telemetry::kAsyncEventNames.size());
 static_assert(static_cast<std::size_t>(AsyncEventKind::kOther) == kAsyncEventKindCount - 1);
 static_assert(protocol::kRejectReasonMax == telemetry::kRejectReasonNames.size());
+static_assert(kAbandonReasonCount == telemetry::kAbandonReasonNames.size());
+static_assert(telemetry::kFaultInjectedLabels.back().action == "qp_err");
+static_assert(telemetry::kFaultInjectedLabels[6].action == "corrupt" && telemetry::kFaultInjectedLabels[7].dir == "tx");
+static_assert(telemetry::kFaultInjectedLabels[8].action == "stall");
 static_assert(store::kStatusCount == telemetry::kStoreStatusNames.size());
 
 std::size_t conn_state_index(State s) noexcept {
@@ -55,18 +59,52 @@ void publish_engine_counters(const EngineCounters& c, telemetry::CoreStats& b) n
   }
   b.set(Stat::kReconnects, c.reconnects);
 
-  // core_failures counts every FAILED reply; dead_peers and failures_by_status only those whose connection
-  // was still known. What is neither is a completion error (or a stale reply).
+  // core_failures counts every FAILED reply; the others only those whose connection was still known. What is
+  // none of them is a completion error (or a stale reply).
   std::uint64_t protocol_failures = 0;
   for (const std::uint64_t n : c.failures_by_status) protocol_failures += n;
-  const std::uint64_t classified = protocol_failures + c.dead_peers;
+  const auto by_kind = [&c](FailureKind k) { return c.failures_by_kind[static_cast<std::size_t>(k)]; };
+  const std::uint64_t peer = by_kind(FailureKind::kPeerFault);
+  const std::uint64_t bulk = by_kind(FailureKind::kBulkTimeout);
+  const std::uint64_t cq = by_kind(FailureKind::kCqError);
+  const std::uint64_t classified = protocol_failures + c.dead_peers + peer + bulk + cq;
   b.set(telemetry::failure_stat(0), protocol_failures);
   b.set(telemetry::failure_stat(1), c.dead_peers);
   b.set(telemetry::failure_stat(2), c.core_failures > classified ? c.core_failures - classified : 0);
+  b.set(telemetry::failure_stat(3), peer);
+  b.set(telemetry::failure_stat(4), bulk);
+  b.set(telemetry::failure_stat(5), cq);
+  for (std::size_t i = 0; i < kAbandonReasonCount; ++i) b.set(telemetry::abandoned_stat(i), c.abandoned[i]);
+  b.set(telemetry::fault_injected_stat(telemetry::kFaultInjectedLabels.size() - 1), c.faults_qp_err);
 
   for (std::size_t i = 0; i < kAsyncEventKindCount; ++i)
     b.set(telemetry::async_event_stat(i), c.async_by_kind[i]);
   b.set(Stat::kCloseRekicks, c.close_rekicks);
+}
+
+void publish_fault_counters(std::span<const dataplane::FaultCounters* const> cores, std::uint32_t rules,
+                            telemetry::CoreStats& b) noexcept {
+  using dataplane::FaultAction;
+  constexpr std::array<FaultAction, 4> kMessageActions = {FaultAction::kDrop, FaultAction::kDelay,
+                                                          FaultAction::kDuplicate, FaultAction::kCorrupt};
+  std::array<std::uint64_t, telemetry::kFaultInjectedLabels.size()> sums{};
+  std::uint64_t stall_us = 0;
+  std::uint64_t hold_full = 0;
+  for (const dataplane::FaultCounters* f : cores) {
+    if (f == nullptr) continue;
+    for (std::size_t a = 0; a < kMessageActions.size(); ++a) {
+      sums[2 * a] += f->injected(kMessageActions[a], dataplane::kFaultRx);
+      sums[2 * a + 1] += f->injected(kMessageActions[a], dataplane::kFaultTx);
+    }
+    sums[8] += f->stalls();
+    stall_us += f->stall_us();
+    hold_full += f->hold_full();
+  }
+  // The last label (qp_err, peer) is control's own count.
+  for (std::size_t i = 0; i + 1 < sums.size(); ++i) b.set(telemetry::fault_injected_stat(i), sums[i]);
+  b.set(telemetry::Stat::kFaultStallUs, stall_us);
+  b.set(telemetry::Stat::kFaultHoldOverflows, hold_full);
+  b.set(telemetry::Stat::kFaultRules, rules);
 }
 
 void publish_connections(const ConnectionSnapshot& s, std::span<telemetry::CoreStats* const> core_blocks,
@@ -84,6 +122,7 @@ void publish_connections(const ConnectionSnapshot& s, std::span<telemetry::CoreS
 void publish_store_stats(const store::StoreStats& s, telemetry::CoreStats& b) noexcept {
   using telemetry::Stat;
   b.set(Stat::kCacheEvictions, s.evictions);
+  b.set(Stat::kStoreWindowFull, s.window_full);
   b.set(Stat::kStoreObjects, s.objects);
   b.set(Stat::kStoreBytes, s.value_bytes);
   b.set(Stat::kStoreAllocatedBytes, s.used_bytes);

@@ -59,6 +59,12 @@ void publish_store_stats(const store::StoreStats& s, telemetry::CoreStats& block
 // latency histograms (into block's request_duration[kRadosHistogramFirst..]).
 void publish_rados_stats(const storage::rados::RadosStats& s, telemetry::CoreStats& block) noexcept;
 
+// Fault injection (docs/faults.md), summed over the cores into the control block: injections by action and
+// direction (qp_err is the engine's own count, publish_engine_counters), stall time, hold overflows, and the
+// rules installed. The cores' counters are atomics of their own; this only reads them.
+void publish_fault_counters(std::span<const dataplane::FaultCounters* const> cores, std::uint32_t rules,
+                            telemetry::CoreStats& control_block) noexcept;
+
 // Everything of a live engine: its counters and connection table into control_block, the connection gauges
 // into each core's CoreResources::stats block. Control thread (allocates a little; never on a core).
 inline void publish_engine_stats(const Engine& eng, telemetry::CoreStats& control_block) {
@@ -69,6 +75,12 @@ inline void publish_engine_stats(const Engine& eng, telemetry::CoreStats& contro
   for (std::size_t i = 0; i < blocks.size(); ++i) blocks[i] = eng.core(i).stats;
   publish_engine_counters(eng.counters(), control_block);
   publish_connections(snap, blocks, control_block);
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i] != nullptr) blocks[i]->set(telemetry::Stat::kCoreOutOfService, eng.core_out_of_service(i) ? 1 : 0);
+  }
+  std::vector<const dataplane::FaultCounters*> faults(eng.core_count());
+  for (std::size_t i = 0; i < faults.size(); ++i) faults[i] = &eng.core(i).faults.counters();
+  publish_fault_counters(faults, eng.fault_rule_count(), control_block);
 }
 
 }  // namespace rdmagate::control

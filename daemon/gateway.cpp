@@ -338,10 +338,16 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     g->http_ =
         telemetry::HttpServer::start(*s.http, g->collector_, *g->health_, herr, {g->state_, g->process_});
     if (!g->http_) {
-      *error = "telemetry (telemetry.bind_address, telemetry.port): " + herr;
+      *error = "telemetry (telemetry.bind_address, telemetry.port, telemetry.probe_port): " + herr;
       return nullptr;
     }
-    lg().info("telemetry listening", {{"addr", s.http->bind_address}, {"port", g->http_->port()}});
+    if (s.http->probe_port) {
+      lg().info("telemetry listening", {{"addr", s.http->bind_address},
+                                        {"port", g->http_->port()},
+                                        {"probe_port", g->http_->probe_port()}});
+    } else {
+      lg().info("telemetry listening", {{"addr", s.http->bind_address}, {"port", g->http_->port()}});
+    }
   }
   if (!g->engine_->launch_cores(std::move(runners), error)) return nullptr;
   const auto deadline = Clock::now() + kCoreStartTimeout;
@@ -356,6 +362,7 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     }
   }
   if (!g->check_placement(error)) return nullptr;
+  g->install_faults(s.faults);
   lg().info("cores running", {{"cores", cfg.dataplane.cores.str()},
                               {"idle_policy", conf::toString(cfg.dataplane.idle_policy)},
                               {"queue_depth", cfg.dataplane.queue_depth},
@@ -480,7 +487,32 @@ void Gateway::apply_live(const conf::Config& c) {
   allowed_ = c.security.allowed_clients;
   const TimeoutSettings t = plan_timeouts(c.protocol);
   engine_->set_timeouts_st(t.handshake_timeout, t.backoff, t.keepalive_us, t.dead_peer_us);
+  engine_->set_bulk_timeout_st(t.bulk_timeout_us);
+  // Validation parsed the rules already (plan_faults): a reload with a bad rule never gets here.
+  std::string ferr;
+  if (const std::optional<dataplane::FaultTable> f = plan_faults(c.faults, &ferr)) {
+    install_faults(*f);
+  } else {
+    lg().error("reload: faults.rules not applied", {{"error", ferr}});
+  }
+  const AdmissionSettings a = plan_admission(c.security);
+  engine_->set_admission_st(a.per_source, a.rate, a.burst);
   health_->set_liveness_threshold(std::chrono::milliseconds(c.telemetry.core_stall_ms));
+}
+
+// Fault injection (docs/faults.md) on every core, the qp_err rules carried out once. Logged at warn while any
+// rule is installed: an operator must see a gateway that injects faults.
+void Gateway::install_faults(const dataplane::FaultTable& t) {
+  const std::uint32_t before = engine_->fault_rule_count();
+  if (t.count == 0 && before == 0) return;
+  engine_->set_fault_rules_st(t);
+  if (t.count == 0) {
+    lg().info("fault injection: no rules", {});
+    return;
+  }
+  std::string rules;
+  for (std::uint32_t i = 0; i < t.count; ++i) rules += (i == 0 ? "" : "; ") + dataplane::format_fault_rule(t.rules[i]);
+  lg().warn("fault injection: rules installed", {{"count", t.count}, {"rules", rules}});
 }
 
 void Gateway::reload() {

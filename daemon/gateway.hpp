@@ -30,6 +30,7 @@
 
 #include "conf/conf.hpp"
 #include "daemon/watchdog.hpp"
+#include "dataplane/fault_rules.hpp"
 
 namespace rdmagate::dataplane {
 class EalRuntime;
@@ -84,6 +85,7 @@ class Gateway {
   bool admit(const void* peer_sockaddr) const;
   bool check_placement(std::string* error) const;
   void apply_live(const conf::Config& next);
+  void install_faults(const dataplane::FaultTable& t);
   void reload();
   void publish_stats();
   void check_port();

@@ -19,6 +19,7 @@ namespace {
 using Labels = std::map<std::string, std::string>;
 using protocol::MessageType;
 using protocol::ObjectOp;
+using dataplane::FailureKind;
 
 constexpr std::uint64_t kTscHz = 1'000'000'000;
 
@@ -219,9 +220,15 @@ TEST(PublishEngineCounters, ControlSeries) {
   c.failures_by_status[3] = 2;      // a WireError
   c.failures_by_status[0x101] = 5;  // a CreditError
   c.dead_peers = 4;
-  c.core_failures = 2 + 5 + 4 + 6;  // 6 completion errors
+  c.failures_by_kind[static_cast<std::size_t>(FailureKind::kPeerFault)] = 8;
+  c.failures_by_kind[static_cast<std::size_t>(FailureKind::kBulkTimeout)] = 9;
+  c.failures_by_kind[static_cast<std::size_t>(FailureKind::kCqError)] = 10;
+  c.core_failures = 2 + 5 + 4 + 8 + 9 + 10 + 6;  // 6 completion errors
   for (std::size_t i = 0; i < c.async_by_kind.size(); ++i) c.async_by_kind[i] = 20 + i;
   c.close_rekicks = 3;
+  c.abandoned[static_cast<std::size_t>(control::AbandonReason::kPeerGone)] = 31;
+  c.abandoned[static_cast<std::size_t>(control::AbandonReason::kHandshakeTimeout)] = 32;
+  c.faults_qp_err = 33;
   control::publish_engine_counters(c, *ctl);
 
   const auto e = scrape(collector);
@@ -241,6 +248,14 @@ TEST(PublishEngineCounters, ControlSeries) {
   EXPECT_EQ(value(e, "rdmagate_connection_failures_total", {{"cause", "protocol_violation"}}), 7);
   EXPECT_EQ(value(e, "rdmagate_connection_failures_total", {{"cause", "dead_peer"}}), 4);
   EXPECT_EQ(value(e, "rdmagate_connection_failures_total", {{"cause", "completion_error"}}), 6);
+  EXPECT_EQ(value(e, "rdmagate_connection_failures_total", {{"cause", "peer_fault"}}), 8);
+  EXPECT_EQ(value(e, "rdmagate_connection_failures_total", {{"cause", "bulk_timeout"}}), 9);
+  EXPECT_EQ(value(e, "rdmagate_connection_failures_total", {{"cause", "cq_error"}}), 10);
+  EXPECT_EQ(value(e, "rdmagate_connection_requests_abandoned_total", {{"reason", "peer_gone"}}), 31);
+  EXPECT_EQ(value(e, "rdmagate_connection_requests_abandoned_total", {{"reason", "handshake_timeout"}}), 32);
+  EXPECT_EQ(value(e, "rdmagate_faults_injected_total", {{"action", "qp_err"}, {"dir", "peer"}}), 33);
+  EXPECT_EQ(value(e, "rdmagate_connection_rejects_total", {{"reason", "source_limit"}}),
+            as_double(c.rejects_sent[static_cast<std::size_t>(protocol::RejectReason::kSourceLimit)]));
   for (std::size_t i = 0; i < kAsyncEventNames.size(); ++i) {
     EXPECT_EQ(value(e, "rdmagate_async_events_total", {{"event", std::string(kAsyncEventNames[i])}}),
               as_double(20 + i))
@@ -248,6 +263,27 @@ TEST(PublishEngineCounters, ControlSeries) {
   }
   // Violations come from the cores only: control's failures_by_status must not add to them.
   EXPECT_EQ(value(e, "rdmagate_protocol_violations_total", {{"code", "bad_version"}}), 0);
+}
+
+TEST(PublishFaults, NoRulesNoInjectionsThenRulesCounted) {
+  StatsCollector collector("t", kTscHz);
+  auto ctl = std::make_unique<CoreStats>();
+  collector.register_control(*ctl);
+  dataplane::CoreFaults a;
+  dataplane::CoreFaults b;
+  const std::array<const dataplane::FaultCounters*, 3> cores = {&a.counters(), nullptr, &b.counters()};
+  control::publish_fault_counters(cores, 0, *ctl);
+  auto e = scrape(collector);
+  for (const auto& l : kFaultInjectedLabels) {
+    EXPECT_EQ(value(e, "rdmagate_faults_injected_total", {{"action", std::string(l.action)}, {"dir", std::string(l.dir)}}),
+              0)
+        << l.action << "/" << l.dir;
+  }
+  EXPECT_EQ(value(e, "rdmagate_fault_rules", {}), 0);
+  EXPECT_EQ(value(e, "rdmagate_fault_stall_seconds_total", {}), 0);
+  control::publish_fault_counters(cores, 3, *ctl);
+  e = scrape(collector);
+  EXPECT_EQ(value(e, "rdmagate_fault_rules", {}), 3);
 }
 
 TEST(PublishEngineCounters, AsyncEventKindsFollowTheLabelNames) {
@@ -351,6 +387,7 @@ TEST(PublishStore, GaugesAndOperations) {
   s.value_bytes = 654'321;
   s.used_bytes = 987'654;
   s.capacity_bytes = 1ull << 30;
+  s.window_full = 17;
   for (std::uint32_t o = 0; o < protocol::kObjectOpCount; ++o)
     for (std::uint32_t st = 0; st < store::kStatusCount; ++st) s.ops[o][st] = 1000 * (o + 1) + st;
   control::publish_store_stats(s, *ctl);
@@ -360,6 +397,7 @@ TEST(PublishStore, GaugesAndOperations) {
   EXPECT_EQ(value(e, "rdmagate_store_bytes", {}), 654'321);
   EXPECT_EQ(value(e, "rdmagate_store_allocated_bytes", {}), 987'654);
   EXPECT_EQ(value(e, "rdmagate_store_capacity_bytes", {}), as_double(1ull << 30));
+  EXPECT_EQ(value(e, "rdmagate_store_window_full_total", {}), 17);
   for (std::uint32_t o = 0; o < protocol::kObjectOpCount; ++o) {
     for (std::uint32_t st = 0; st < store::kStatusCount; ++st) {
       const Labels l{{"op", std::string(protocol::object_op_name(static_cast<ObjectOp>(o)))},
