@@ -186,6 +186,9 @@ void CoreLoop<B, S>::close_lost_st(CoreConn& c) noexcept {
     std::erase(dirty_, &c);
   }
   c.staged_recvs = c.staged_sends = 0;
+  // Messages a delay rule holds go with the lost CQ: nothing is posted any more, and the queue must not name
+  // a connection control may free after CLOSED.
+  if (res_.faults.armed()) res_.faults.forget_st(&c, [](const FaultHeld&) {});
   pop_sq_st(c, kSqAll);
   c.rx_posted = 0;
   c.drain_posted = false;
