@@ -152,6 +152,9 @@ class CoreLoop {
   // pending, so that anything arriving from now on wakes it. Completions already on the CQ (they raise no
   // event) are taken off and kept for the next progress_st: false. Commands on control's ring: false.
   bool idle_for_sleep_st() noexcept {
+    if (cq_lost_) [[unlikely]] {  // nothing to poll: only the kCqLost answer and control's commands
+      return cq_lost_answered_ && mailbox_.commands_waiting_st() == 0 && mailbox_.pending_st() == 0;
+    }
     if (stashed_ == 0) {
       const int n = Backend::poll_st(cq_, stash_.data(), static_cast<int>(burst_));
       if (n < 0) ++cnt_.errors[static_cast<std::size_t>(CoreError::kCompletion)];

@@ -1590,6 +1590,8 @@ TEST(CoreLoopFake, LostCqFailsEveryConnectionAndReleasesPinsOnceTheQpsAreDestroy
   EXPECT_EQ(core.cq().stats().polled, polled);
   EXPECT_EQ(core.cq().pending(), pending);
   EXPECT_EQ(core.replies.cq_lost.size(), 1u);  // answered once
+  EXPECT_TRUE(core.loop->idle_for_sleep_st());  // an owner-driven core may sleep: it has nothing to poll
+  EXPECT_EQ(core.cq().stats().polled, polled);
   // An ADOPT that was on its way fails at once.
   core.res->control_mailbox().send_st(ToCore::adopt(unadopted.handle()));
   lost_turn();
