@@ -144,6 +144,10 @@ EngineConfig engine_config(const conf::Config& cfg) {
   ec.signal_interval = static_cast<std::uint16_t>(cfg.dataplane.signal_interval);
   ec.send_inline_bytes = cfg.dataplane.send_inline_bytes;
   ec.handshake_timeout = t.handshake_timeout;
+  const AdmissionSettings a = plan_admission(cfg.security);
+  ec.max_conns_per_source = a.per_source;
+  ec.connect_rate = a.rate;
+  ec.connect_burst = a.burst;
   ec.backoff = t.backoff;
   return ec;
 }

@@ -312,6 +312,11 @@ TEST(GatewaySettings, AdmissionIsWhatStartAndReloadBothApply) {
   EXPECT_EQ(a.per_source, 3u);
   EXPECT_EQ(a.rate, 7.0);
   EXPECT_EQ(a.burst, 9u);
+
+  const GatewaySettings s = plan({"security.connections_per_source=3", "security.connect_rate=7"});
+  EXPECT_EQ(s.engine.max_conns_per_source, 3u);
+  EXPECT_EQ(s.engine.connect_rate, 7.0);
+  EXPECT_EQ(s.engine.connect_burst, 200u);
 }
 
 TEST(GatewaySettings, TheAcceptAnnouncesTimersAndLimits) {
