@@ -215,7 +215,9 @@ std::string gateway_yaml(std::uint32_t conns_per_core) {
          "store:\n  capacity_mib: 16\n"
          "telemetry:\n  bind_address: \"127.0.0.1\"\n  port: " +
          std::to_string(kHttpPort) +
-         "\nsecurity:\n  allowed_clients: [\"198.18.0.0/15\"]\nlogging:\n  level: info\n";
+         // Every connection comes from the guest's one address: the per-source admission limits are lifted.
+         "\nsecurity:\n  allowed_clients: [\"198.18.0.0/15\"]\n  connections_per_source: 65535\n"
+         "  connect_rate: 100000\n  connect_burst: 100000\nlogging:\n  level: info\n";
 }
 
 // The cores' buffer regions as CoreResources sizes them with the shared receive queue: the pool (every
