@@ -29,6 +29,7 @@
 #include "dataplane/eal_runtime.hpp"
 #include "protocol/incarnation.hpp"
 #include "tests/rdma/bulk_echo_client.hpp"
+#include "tests/rdma/engine_poll.hpp"
 #include "tests/rdma/rdma_test_main.hpp"
 #include "tests/support/test_services.hpp"
 #include "tools/bench/echo_client_service.hpp"
@@ -79,16 +80,7 @@ EngineConfig engine_config(const char* name, bool passive, unsigned lcore) {
 }
 
 
-// Polls every engine's control loop (in argument order) until pred() or the deadline.
-template <typename Pred, typename... Engines>
-bool poll_all(Pred pred, std::chrono::milliseconds timeout, Engines&... engines) {
-  const auto deadline = Clock::now() + timeout;
-  while (!pred()) {
-    if (Clock::now() >= deadline) return false;
-    (engines.poll_st(1), ...);
-  }
-  return true;
-}
+using rdmagate::testfix::poll_all;
 
 // Polls both engines' control loops until pred() or the deadline.
 template <typename Pred>

@@ -33,6 +33,7 @@
 #include "protocol/handshake.hpp"
 #include "protocol/incarnation.hpp"
 #include "tests/rdma/bulk_echo_client.hpp"
+#include "tests/rdma/engine_poll.hpp"
 #include "tests/rdma/rdma_test_main.hpp"
 #include "tests/support/test_services.hpp"
 
@@ -71,15 +72,7 @@ EngineConfig engine_config(const char* name, bool passive, unsigned lcore) {
   return e;
 }
 
-template <typename Pred, typename... Engines>
-bool poll_all(Pred pred, std::chrono::milliseconds timeout, Engines&... engines) {
-  const auto deadline = Clock::now() + timeout;
-  while (!pred()) {
-    if (Clock::now() >= deadline) return false;
-    (engines.poll_st(1), ...);
-  }
-  return true;
-}
+using rdmagate::testfix::poll_all;
 
 void create_engine(const EngineConfig& cfg, std::unique_ptr<Engine>& out) {
   std::string err;
