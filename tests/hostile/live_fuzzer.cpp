@@ -58,9 +58,16 @@ class Rng {
  public:
   explicit Rng(std::uint64_t seed) : s_(seed) {}
   std::uint64_t next() { return s_ = splitmix64(s_); }
-  // Uniform in [0, n); n > 0.
-  std::uint64_t below(std::uint64_t n) { return next() % n; }
-  std::uint64_t range(std::uint64_t lo, std::uint64_t hi) { return lo + below(hi - lo + 1); }
+  // Uniform in [0, n); 0 when n is 0. The bounds come from what the gateway granted (depth, fragments,
+  // max_bulk), so an empty range is a legal outcome of a hostile offer, not a fuzzer bug.
+  std::uint64_t below(std::uint64_t n) { return n == 0 ? 0 : next() % n; }
+  // Uniform in [lo, hi]; lo when the range is empty (hi < lo). The full 64-bit range wraps to 0 and stays
+  // uniform through next().
+  std::uint64_t range(std::uint64_t lo, std::uint64_t hi) {
+    if (hi < lo) return lo;
+    const std::uint64_t span = hi - lo + 1;
+    return lo + (span == 0 ? next() : below(span));
+  }
   bool chance(unsigned percent) { return below(100) < percent; }
 
  private:
