@@ -14,6 +14,9 @@ PKGS=(
   libxxhash-dev
   # libsodium: SipHash-2-4 (crypto_shorthash), the memory store's keyed slot hash
   libsodium-dev
+  # OpenSSL's libcrypto: HMAC-SHA-256, CRYPTO_memcmp and RAND_bytes of the in-band authentication
+  # (protocol/auth.*; never hand-written crypto)
+  libssl-dev
   # deploy/ checks (tests/deploy): YAML parsing and the Kubernetes API field names of the manifests
   python3-yaml python3-kubernetes
   # Debian packages of rdmagate (debian/, dpkg-buildpackage in tools/test-all): debhelper with the CMake
