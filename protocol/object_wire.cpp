@@ -17,6 +17,8 @@ const char* object_status_name(std::uint32_t status) noexcept {
     case ObjectStatus::kNoSpace: return "no_space";
     case ObjectStatus::kUnavailable: return "unavailable";
     case ObjectStatus::kCorrupt: return "corrupt";
+    case ObjectStatus::kForbidden: return "forbidden";
+    case ObjectStatus::kQuotaExceeded: return "quota_exceeded";
   }
   return "unknown_status";
 }

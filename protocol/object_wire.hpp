@@ -65,6 +65,8 @@ enum class ObjectStatus : std::uint32_t {
   kNoSpace = kStatusApplicationBase + 2,   // store full and nothing could be evicted
   kUnavailable = kStatusApplicationBase + 3,  // the gateway's backing store did not answer in time; retry later
   kCorrupt = kStatusApplicationBase + 4,      // the stored value failed its checksum; no bytes were sent
+  kForbidden = kStatusApplicationBase + 5,      // the principal lacks the op's permission; nothing moved
+  kQuotaExceeded = kStatusApplicationBase + 6,  // PUT: the tenant's max_bytes or max_objects would be passed
 };
 
 const char* object_status_name(std::uint32_t status) noexcept;
