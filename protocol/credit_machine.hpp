@@ -42,7 +42,7 @@ namespace rdmagate::protocol {
 // the same floor, and both sides must agree on the reserve.
 
 // By type byte: a table rather than a switch, the receive path asks once per message.
-inline constexpr std::array<CreditClass, 8> kCreditClassOf = {
+inline constexpr std::array<CreditClass, 16> kCreditClassOf = {
     CreditClass::kRequest,   // 0: not a type; the strictest class
     CreditClass::kNoop,      // kNoop
     CreditClass::kRequest,   // kInlineRequest
@@ -50,14 +50,18 @@ inline constexpr std::array<CreditClass, 8> kCreditClassOf = {
     CreditClass::kRequest,   // kReadChunkRequest
     CreditClass::kRequest,   // kWriteChunkRequest
     CreditClass::kReserved,  // kCompletion
-    CreditClass::kRequest,   // 7: not a type
+    CreditClass::kRequest,   // kAuth: the initiator's first message, answered like a request
+    CreditClass::kReserved,  // kAuthAnswer
+    CreditClass::kRequest,   // 9..15: not types
+    CreditClass::kRequest,  CreditClass::kRequest, CreditClass::kRequest,
+    CreditClass::kRequest,  CreditClass::kRequest, CreditClass::kRequest,
 };
 
 constexpr CreditClass credit_class(MessageType t) {
   const auto i = static_cast<std::uint8_t>(t);
   return i < kCreditClassOf.size() ? kCreditClassOf[i] : CreditClass::kRequest;
 }
-static_assert(kMessageTypeMax < 8);
+static_assert(kMessageTypeMax < kCreditClassOf.size());
 
 // Results of the credit machine. Values are stable (the engine indexes counters with them).
 enum class CreditError : std::uint8_t {

@@ -23,8 +23,10 @@ enum class RejectReason : std::uint8_t {
   kBadConnParam = 10,        // your rdma_cm parameters are refused: rnr_retry_count 7 (retry forever) or
                              // responder_resources 0; do not retry without changing them
   kSourceLimit = 11,         // too many connections or connection requests from your address; retry later
+  kAuthRequired = 12,        // authentication is required and your mask has no minor >= 2 (or your max
+                       // message size cannot carry AUTH); do not retry without a client that authenticates
 };
-inline constexpr std::uint8_t kRejectReasonMax = 11;
+inline constexpr std::uint8_t kRejectReasonMax = 12;
 
 // Why a handshake body could not be decoded or a handshake could not complete.
 enum class HandshakeError : std::uint8_t {
@@ -72,8 +74,10 @@ enum class WireError : std::uint8_t {
   kByteCountTooLarge = 21,     // completion byte count above the negotiated max bulk size
   kUnexpectedPayload = 22,     // a NOOP or completion longer than its fixed size
   kBufferTooSmall = 23,        // encode only: output buffer too small for the message
+  kBadAuthField = 24,          // AUTH: name length outside 1..64 or a byte outside [A-Za-z0-9._@-];
+                               // AUTH_ANSWER: status above 3, or a nonzero proof with a status other than ok
 };
-inline constexpr std::uint8_t kWireErrorMax = 23;
+inline constexpr std::uint8_t kWireErrorMax = 24;
 inline constexpr std::size_t kWireErrorCount = kWireErrorMax + 1;  // size of a counter array
 
 // Result of an encode: bytes written, or the reason nothing usable was written.
@@ -110,6 +114,8 @@ constexpr std::string_view to_string(RejectReason r) {
       return "bad_conn_param";
     case RejectReason::kSourceLimit:
       return "source_limit";
+    case RejectReason::kAuthRequired:
+      return "auth_required";
   }
   return "unknown";
 }
@@ -198,6 +204,8 @@ constexpr std::string_view to_string(WireError e) {
       return "unexpected_payload";
     case WireError::kBufferTooSmall:
       return "buffer_too_small";
+    case WireError::kBadAuthField:
+      return "bad_auth_field";
   }
   return "unknown";
 }

@@ -32,12 +32,17 @@ inline constexpr std::size_t kBulkDeadline = 48;    // u32 ms, accept only
 inline constexpr std::size_t kMaxValue = 52;        // u32 bytes, accept only
 inline constexpr std::size_t kChunkQueue = 56;      // u16, accept only
 inline constexpr std::size_t kConnsPerSource = 58;  // u16, accept only; 60..63 reserved
+// Minor-2 extension of an accept (64..95).
+inline constexpr std::size_t kGatewayNonce = 64;  // 32 bytes
 }  // namespace off
 static_assert(off::kDstStamp + 8 == kConnectRequestSize && kConnectRequestSize == kConnectAcceptSize);
 static_assert(off::kReason + 4 == kConnectRejectSize);
 static_assert(off::kReserved18 + 2 == off::kMaxBulk, "reserved u16 sits between fragments and bulk size");
 static_assert(off::kDeadPeer + 4 == kConnectRequestSizeMinor1);
-static_assert(off::kConnsPerSource + 2 + 4 == kConnectAcceptSizeMinor1, "4 reserved bytes end the accept");
+static_assert(off::kConnsPerSource + 2 + 4 == kConnectAcceptSizeMinor1,
+              "4 reserved bytes end the minor-1 accept");
+static_assert(off::kGatewayNonce == kConnectAcceptSizeMinor1 &&
+              off::kGatewayNonce + kGatewayNonceSize == kConnectAcceptSizeMinor2);
 
 // Which parts of the minor-1 extension a body of `kind` with minor field `minor` carries.
 constexpr bool carries_timers(HandshakeKind kind, std::uint8_t minor) {
@@ -45,6 +50,15 @@ constexpr bool carries_timers(HandshakeKind kind, std::uint8_t minor) {
 }
 constexpr bool carries_limits(HandshakeKind kind, std::uint8_t minor) {
   return kind == HandshakeKind::kAccept && minor >= 1;
+}
+constexpr bool carries_nonce(HandshakeKind kind, std::uint8_t minor) {
+  return kind == HandshakeKind::kAccept && minor >= 2;
+}
+
+bool all_zero(const std::array<std::uint8_t, kGatewayNonceSize>& n) {
+  std::uint8_t acc = 0;
+  for (const std::uint8_t b : n) acc |= b;
+  return acc == 0;
 }
 
 constexpr bool minor_in_mask(std::uint8_t minor, std::uint16_t mask) {
@@ -110,6 +124,8 @@ Encoded<HandshakeError> encode_handshake(const HandshakeBody& b, std::span<std::
     le::store<std::uint16_t>(p + off::kChunkQueue, b.limits.chunk_queue);
     le::store<std::uint16_t>(p + off::kConnsPerSource, b.limits.max_conns_per_source);
   }
+  if (carries_nonce(b.kind, b.minor))
+    std::memcpy(p + off::kGatewayNonce, b.gateway_nonce.data(), kGatewayNonceSize);
   return {n, HandshakeError::kOk};
 }
 
@@ -152,6 +168,9 @@ HandshakeError decode_handshake(std::span<const std::uint8_t> in, HandshakeKind 
     out.limits.chunk_queue = le::load<std::uint16_t>(p + off::kChunkQueue);
     out.limits.max_conns_per_source = le::load<std::uint16_t>(p + off::kConnsPerSource);
   }
+  out.gateway_nonce = {};
+  if (carries_nonce(expected, out.minor))
+    std::memcpy(out.gateway_nonce.data(), p + off::kGatewayNonce, kGatewayNonceSize);
   return HandshakeError::kOk;
 }
 
@@ -190,13 +209,18 @@ AcceptOutcome negotiate_accept(std::span<const std::uint8_t> private_data, const
   const std::uint16_t common = req.minor_mask & self.minor_mask;
   if (req.major != self.major || common == 0)
     return reject(RejectReason::kIncompatibleVersion, HandshakeError::kIncompatibleVersion, peer);
+  const std::uint8_t minor = highest_minor(common);
+  // An initiator that cannot speak minor 2 cannot authenticate: say so rather than "incompatible version",
+  // so that its operator knows what to upgrade.
+  if (self.auth_required && minor < 2)
+    return reject(RejectReason::kAuthRequired, HandshakeError::kIncompatibleVersion, peer);
   if (req.dst_incarnation != 0 && req.dst_incarnation != self.incarnation)
     return reject(RejectReason::kStale, HandshakeError::kStaleIncarnation, peer);
   if (!params_sane(req.params) || !timers_sane(req.timers))
     return reject(RejectReason::kBadPrivateData, HandshakeError::kBadParameter, peer);
   // Our own side is broken (zero device limit, tiny buffers, a dead-peer timeout without a shorter
   // keepalive): nothing the peer can fix.
-  if (!params_sane(own) || !timers_sane(self.timers))
+  if (!params_sane(own) || !timers_sane(self.timers) || (self.auth_required && all_zero(self.gateway_nonce)))
     return reject(RejectReason::kFatal, HandshakeError::kBadParameter, peer);
 
   ConnParams p = clamp(own, req.params);
@@ -205,9 +229,11 @@ AcceptOutcome negotiate_accept(std::span<const std::uint8_t> private_data, const
     return reject(RejectReason::kQueueSizeMismatch, HandshakeError::kBelowMinimum, peer);
   if (p.max_fragments < std::max<std::uint16_t>(self.min_fragments, 1))
     return reject(RejectReason::kFragmentsMismatch, HandshakeError::kBelowMinimum, peer);
+  // The AUTH message must fit: a connection that could never authenticate is refused now, not later.
+  if (self.auth_required && p.max_message_size < kAuthMaxSize)
+    return reject(RejectReason::kAuthRequired, HandshakeError::kBelowMinimum, peer);
 
   const bool checksum = (req.flags & kHandshakeFlagChecksum) != 0 || self.want_checksum;
-  const std::uint8_t minor = highest_minor(common);
   HandshakeBody& a = o.reply;
   a = base_body(self, HandshakeKind::kAccept);
   a.minor = minor;
@@ -224,6 +250,12 @@ AcceptOutcome negotiate_accept(std::span<const std::uint8_t> private_data, const
     o.session.local_dead_peer_ms = self.timers.dead_peer_ms;
     o.session.peer_dead_peer_ms = req.timers.dead_peer_ms;
   }
+  if (minor >= 2 && self.auth_required) {
+    a.flags |= kHandshakeFlagAuth;
+    a.gateway_nonce = self.gateway_nonce;
+    o.session.auth_required = true;
+    o.session.gateway_nonce = self.gateway_nonce;
+  }
   return o;
 }
 
@@ -237,8 +269,12 @@ HandshakeError complete_connect(const HandshakeBody& sent, std::span<const std::
       a.minor != highest_minor(sent.minor_mask & a.minor_mask))
     return HandshakeError::kIncompatibleVersion;
   const bool checksum = (a.flags & kHandshakeFlagChecksum) != 0;
-  if ((a.flags & ~kHandshakeFlagsKnown) != 0 || ((sent.flags & kHandshakeFlagChecksum) != 0 && !checksum))
+  if ((a.flags & ~handshake_flags_known(a.minor)) != 0 ||
+      ((sent.flags & kHandshakeFlagChecksum) != 0 && !checksum))
     return HandshakeError::kBadFlags;
+  // The nonce is what makes every AUTH unique to this connection: required with the flag, zero without it.
+  const bool auth = (a.flags & kHandshakeFlagAuth) != 0;
+  if (auth == all_zero(a.gateway_nonce)) return HandshakeError::kBadParameter;
   if (a.dst_incarnation != sent.src_incarnation ||
       (sent.dst_incarnation != 0 && a.src_incarnation != sent.dst_incarnation))
     return HandshakeError::kStaleIncarnation;
@@ -264,6 +300,8 @@ HandshakeError complete_connect(const HandshakeBody& sent, std::span<const std::
     out.peer_dead_peer_ms = a.timers.dead_peer_ms;
     out.peer_limits = a.limits;
   }
+  out.auth_required = auth;
+  out.gateway_nonce = a.gateway_nonce;
   return HandshakeError::kOk;
 }
 

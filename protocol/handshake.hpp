@@ -9,6 +9,7 @@
 //   initiator: ESTABLISHED -> complete_connect(sent body, accept private data, ...)
 //              REJECTED    -> decode_handshake(data, kReject, ...) for the reason and peer params
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -42,6 +43,9 @@ struct HandshakeBody {
   // in an accept whose chosen minor is >= 1; zero otherwise and always in a reject.
   Timers timers{};  // request: the initiator's; accept: the negotiated keepalive, the acceptor's dead-peer
   Limits limits{};  // accept only: the acceptor's
+  // Minor-2 extension of an accept (docs §3.9): the acceptor's nonce for the AUTH exchange, nonzero exactly
+  // when flags has kHandshakeFlagAuth. Zero in requests and rejects.
+  std::array<std::uint8_t, kGatewayNonceSize> gateway_nonce{};
 
   friend constexpr bool operator==(const HandshakeBody&, const HandshakeBody&) = default;
 };
@@ -59,6 +63,11 @@ struct LocalEndpoint {
   std::uint16_t minor_mask = kSupportedMinorMask;
   Timers timers{};  // announced in minor-1 requests and accepts; must be timers_sane()
   Limits limits{};  // announced in minor-1 accepts
+  // Acceptor only: require the AUTH exchange (docs §11). A request with no common minor >= 2 is then
+  // refused kAuthRequired; an accept of minor >= 2 carries the `auth` flag and gateway_nonce, which the
+  // caller draws fresh per connection request (auth::random_nonce) and must not be all zero.
+  bool auth_required = false;
+  std::array<std::uint8_t, kGatewayNonceSize> gateway_nonce{};
 };
 
 // Size of the encoded body of `kind` whose minor field is `minor` (a request's: the sender's highest; an
@@ -68,7 +77,9 @@ constexpr std::size_t handshake_size(HandshakeKind kind, std::uint8_t minor) {
     case HandshakeKind::kRequest:
       return minor >= 1 ? kConnectRequestSizeMinor1 : kConnectRequestSize;
     case HandshakeKind::kAccept:
-      return minor >= 1 ? kConnectAcceptSizeMinor1 : kConnectAcceptSize;
+      return minor >= 2   ? kConnectAcceptSizeMinor2
+             : minor >= 1 ? kConnectAcceptSizeMinor1
+                          : kConnectAcceptSize;
     case HandshakeKind::kReject:
       break;
   }

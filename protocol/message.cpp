@@ -28,8 +28,20 @@ inline constexpr std::size_t kFragments = 44;  // kFragmentSize each: u64 addr, 
 // completion
 inline constexpr std::size_t kStatus = 40;     // u32
 inline constexpr std::size_t kByteCount = 44;  // u32
+// AUTH
+inline constexpr std::size_t kMechanism = 40;    // u8
+inline constexpr std::size_t kNameLength = 41;   // u8
+inline constexpr std::size_t kAuthRsvd = 42;     // u16, zero
+inline constexpr std::size_t kClientNonce = 44;  // 32 bytes
+inline constexpr std::size_t kClientProof = 76;  // 32 bytes
+inline constexpr std::size_t kName = 108;        // n bytes
+// AUTH_ANSWER
+inline constexpr std::size_t kAuthStatus = 40;    // u32
+inline constexpr std::size_t kGatewayProof = 44;  // 32 bytes
 }  // namespace off
 static_assert(off::kCookie + 8 == kHeaderSize);
+static_assert(off::kName == kAuthFixedSize && off::kClientProof + 32 == off::kName);
+static_assert(off::kGatewayProof + 32 == kAuthAnswerSize);
 static_assert(off::kFragments == kChunkRequestFixedSize && off::kByteCount + 4 == kCompletionSize);
 
 constexpr std::size_t fixed_size(MessageType t) {
@@ -39,9 +51,31 @@ constexpr std::size_t fixed_size(MessageType t) {
     case MessageType::kReadChunkRequest:
     case MessageType::kWriteChunkRequest:
       return kChunkRequestFixedSize;
+    case MessageType::kAuth:
+      return kAuthFixedSize;
+    case MessageType::kAuthAnswer:
+      return kAuthAnswerSize;
     default:
       return kHeaderSize;
   }
+}
+
+// Highest type byte a session may carry: AUTH and AUTH_ANSWER exist from minor 2 on.
+constexpr std::uint8_t max_type(const Session& s) {
+  return (s.version & 0x0f) >= 2 ? kMessageTypeMax : static_cast<std::uint8_t>(MessageType::kCompletion);
+}
+
+bool all_zero(const AuthBytes& b) {
+  std::uint8_t acc = 0;
+  for (const std::uint8_t x : b) acc |= x;
+  return acc == 0;
+}
+
+// The AUTH_ANSWER rules shared by encode and decode: a known status, and no proof unless ok.
+WireError check_auth_answer(std::uint32_t status, const AuthBytes& proof) {
+  if (status > kAuthStatusMax) return WireError::kBadAuthField;
+  if (status != 0 && !all_zero(proof)) return WireError::kBadAuthField;
+  return WireError::kOk;
 }
 
 // The negotiated fragment limit, never above the compile-time capacity even if a caller builds a
@@ -72,11 +106,42 @@ constexpr bool fragment_ok(std::uint64_t addr, std::uint32_t len) {
 
 }  // namespace
 
+bool valid_principal_bytes(std::string_view name) noexcept {
+  if (name.empty() || name.size() > kAuthMaxPrincipal) return false;
+  for (const char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '@' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Message make_auth_message(std::uint64_t cookie, std::uint8_t mechanism, std::string_view principal,
+                          const AuthBytes& client_nonce, const AuthBytes& proof) noexcept {
+  Message m;
+  m.type = MessageType::kAuth;
+  m.cookie = cookie;
+  m.auth_mechanism = mechanism;
+  m.auth_principal = principal;
+  m.auth_client_nonce = client_nonce;
+  m.auth_proof = proof;
+  return m;
+}
+
+Message make_auth_answer(std::uint64_t cookie, std::uint32_t status, const AuthBytes& proof) noexcept {
+  Message m;
+  m.type = MessageType::kAuthAnswer;
+  m.cookie = cookie;
+  m.auth_status = status;
+  if (status == 0) m.auth_proof = proof;
+  return m;
+}
+
 // The same refusals in the same order as ever (type, credits, payload bound, the type's own rules, length,
 // buffer, fragments), with the length computed inside the one switch on the type.
 WireError check_encodable(const Message& m, const Session& s, std::size_t out_size) noexcept {
   const auto type = static_cast<std::uint8_t>(m.type);
-  if (type < kMessageTypeMin || type > kMessageTypeMax) [[unlikely]]
+  if (type < kMessageTypeMin || type > max_type(s)) [[unlikely]]
     return WireError::kUnknownType;
   if (m.credits > s.params.queue_depth) [[unlikely]]
     return WireError::kCreditsOverflow;
@@ -104,6 +169,19 @@ WireError check_encodable(const Message& m, const Session& s, std::size_t out_si
       break;
     case MessageType::kInlineRequest:
     case MessageType::kInlineResponse:
+      break;
+    case MessageType::kAuth:
+      if (m.opcode != 0) return WireError::kReservedNotZero;
+      if (payload != 0) return WireError::kUnexpectedPayload;
+      // Bounds the name to 64 bytes before it enters the length.
+      if (!valid_principal_bytes(m.auth_principal)) return WireError::kBadAuthField;
+      length = kAuthFixedSize + m.auth_principal.size();
+      break;
+    case MessageType::kAuthAnswer:
+      if (m.opcode != 0) return WireError::kReservedNotZero;
+      if (payload != 0) return WireError::kUnexpectedPayload;
+      if (const WireError e = check_auth_answer(m.auth_status, m.auth_proof); e != WireError::kOk) return e;
+      length = kAuthAnswerSize;
       break;
   }
 
@@ -145,6 +223,16 @@ std::size_t write_message(const Message& m, const Session& s, std::span<std::uin
   } else if (m.type == MessageType::kCompletion) {
     static_assert(off::kByteCount == off::kStatus + 4);
     le::store<std::uint64_t>(p + off::kStatus, std::uint64_t{m.status} | std::uint64_t{m.byte_count} << 32);
+  } else if (m.type == MessageType::kAuth) {
+    p[off::kMechanism] = m.auth_mechanism;
+    p[off::kNameLength] = static_cast<std::uint8_t>(m.auth_principal.size());
+    le::store<std::uint16_t>(p + off::kAuthRsvd, 0);
+    std::memcpy(p + off::kClientNonce, m.auth_client_nonce.data(), m.auth_client_nonce.size());
+    std::memcpy(p + off::kClientProof, m.auth_proof.data(), m.auth_proof.size());
+    std::memcpy(p + off::kName, m.auth_principal.data(), m.auth_principal.size());
+  } else if (m.type == MessageType::kAuthAnswer) {
+    le::store<std::uint32_t>(p + off::kAuthStatus, m.auth_status);
+    std::memcpy(p + off::kGatewayProof, m.auth_proof.data(), m.auth_proof.size());
   }
 
   // The first 16 bytes as two little-endian words: magic, version, type, credits, opcode; length, checksum 0.
@@ -185,6 +273,23 @@ WireError patch_credits(std::span<std::uint8_t> encoded, std::uint16_t credits, 
 
 namespace {
 
+// AUTH's body (length >= kAuthFixedSize was checked): checks in offset order, every byte bounded by `length`.
+WireError decode_auth(std::span<const std::uint8_t> rx, std::uint32_t length, Message& out) noexcept {
+  const std::uint8_t* p = rx.data();
+  if (out.opcode != 0) return WireError::kReservedNotZero;
+  out.auth_mechanism = p[off::kMechanism];
+  const std::size_t n = p[off::kNameLength];
+  if (le::load<std::uint16_t>(p + off::kAuthRsvd) != 0) return WireError::kReservedNotZero;
+  if (n == 0 || n > kAuthMaxPrincipal) return WireError::kBadAuthField;
+  if (length < kAuthFixedSize + n) return WireError::kLengthTooSmall;
+  if (length > kAuthFixedSize + n) return WireError::kUnexpectedPayload;
+  std::memcpy(out.auth_client_nonce.data(), p + off::kClientNonce, out.auth_client_nonce.size());
+  std::memcpy(out.auth_proof.data(), p + off::kClientProof, out.auth_proof.size());
+  out.auth_principal = {reinterpret_cast<const char*>(p + off::kName), n};
+  if (!valid_principal_bytes(out.auth_principal)) return WireError::kBadAuthField;
+  return WireError::kOk;
+}
+
 // The body checks and fields, after every header check passed (`length` == rx.size(), within bounds).
 [[gnu::always_inline]] inline WireError decode_body(std::span<const std::uint8_t> rx, std::uint32_t length,
                                                     const Session& s, Message& out) noexcept {
@@ -211,6 +316,14 @@ namespace {
     case MessageType::kInlineResponse:
       out.payload = rx.subspan(kHeaderSize, length - kHeaderSize);
       return WireError::kOk;
+    case MessageType::kAuth:
+      return decode_auth(rx, length, out);
+    case MessageType::kAuthAnswer:
+      if (out.opcode != 0) return WireError::kReservedNotZero;
+      if (length != kAuthAnswerSize) return WireError::kUnexpectedPayload;
+      out.auth_status = le::load<std::uint32_t>(p + off::kAuthStatus);
+      std::memcpy(out.auth_proof.data(), p + off::kGatewayProof, out.auth_proof.size());
+      return check_auth_answer(out.auth_status, out.auth_proof);
     case MessageType::kReadChunkRequest:
     case MessageType::kWriteChunkRequest:
       break;
@@ -251,7 +364,7 @@ WireError decode_message_ordered(std::span<const std::uint8_t> rx, const Session
   if (le::load<std::uint16_t>(p + off::kMagic) != kMessageMagic) return WireError::kBadMagic;
   if (p[off::kVersion] != s.version) return WireError::kBadVersion;
   const std::uint8_t type = p[off::kType];
-  if (type < kMessageTypeMin || type > kMessageTypeMax) return WireError::kUnknownType;
+  if (type < kMessageTypeMin || type > max_type(s)) return WireError::kUnknownType;
   out.type = static_cast<MessageType>(type);
 
   const std::uint32_t length = le::load<std::uint32_t>(p + off::kLength);
@@ -276,9 +389,10 @@ WireError decode_message_ordered(std::span<const std::uint8_t> rx, const Session
 
 namespace {
 
-// Smallest length of each type, indexed by the type byte's low three bits (0 and 7 are not types).
-constexpr std::array<std::uint8_t, 8> kFixedSizes = [] {
-  std::array<std::uint8_t, 8> t{};
+// Smallest length of each type, indexed by the type byte's low four bits (0 and 9..15 are not types).
+static_assert(kMessageTypeMax < 16);
+constexpr std::array<std::uint8_t, 16> kFixedSizes = [] {
+  std::array<std::uint8_t, 16> t{};
   for (std::uint8_t i = 0; i < t.size(); ++i)
     t[i] = static_cast<std::uint8_t>(fixed_size(static_cast<MessageType>(i)));
   return t;
@@ -298,8 +412,8 @@ WireError decode_message(std::span<const std::uint8_t> rx, const Session& s, Mes
     const std::uint32_t length = le::load<std::uint32_t>(p + off::kLength);
     const std::uint16_t credits = le::load<std::uint16_t>(p + off::kCredits);
     if ((lead & 0xffffffu) == (kMessageMagic | std::uint32_t{s.version} << 16) &&
-        static_cast<std::uint8_t>(type - kMessageTypeMin) <= kMessageTypeMax - kMessageTypeMin &&
-        length == rx.size() && length <= s.params.max_message_size && length >= kFixedSizes[type & 7u] &&
+        static_cast<std::uint8_t>(type - kMessageTypeMin) <= max_type(s) - kMessageTypeMin &&
+        length == rx.size() && length <= s.params.max_message_size && length >= kFixedSizes[type & 15u] &&
         le::load<std::uint32_t>(p + off::kChecksum) == 0 &&
         le::load<std::uint64_t>(p + off::kSrcStamp) == s.peer_incarnation &&
         le::load<std::uint64_t>(p + off::kDstStamp) == s.local_incarnation && credits <= s.params.queue_depth)

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "protocol/errors.hpp"
 #include "protocol/params.hpp"
@@ -22,9 +23,11 @@ enum class MessageType : std::uint8_t {
   kReadChunkRequest = 4,   // request + chunk the responder RDMA-READs from (data to the responder)
   kWriteChunkRequest = 5,  // request + chunk the responder RDMA-WRITEs into (data to the requester)
   kCompletion = 6,         // answer with a status and a byte count; no payload
+  kAuth = 7,               // minor >= 2, initiator -> acceptor: principal, client nonce and proof (docs §11)
+  kAuthAnswer = 8,         // minor >= 2, acceptor -> initiator: status and gateway proof
 };
 inline constexpr std::uint8_t kMessageTypeMin = 1;
-inline constexpr std::uint8_t kMessageTypeMax = 6;
+inline constexpr std::uint8_t kMessageTypeMax = 8;
 
 constexpr bool is_chunk_request(MessageType t) {
   return t == MessageType::kReadChunkRequest || t == MessageType::kWriteChunkRequest;
@@ -75,6 +78,8 @@ struct Chunk {
 };
 static_assert(static_cast<std::uint64_t>(kMaxFragments) * 0xffffffffull < 0xffffffffffffffffull);
 
+using AuthBytes = std::array<std::uint8_t, 32>;  // a nonce or an HMAC-SHA-256 proof
+
 // Decoded message, or the description of one to encode.
 struct Message {
   MessageType type = MessageType::kNoop;
@@ -85,7 +90,23 @@ struct Message {
   std::uint32_t status = 0;               // completion only: CompletionStatus or an application status
   std::uint32_t byte_count = 0;           // completion only: bytes moved through the chunk
   std::span<const std::uint8_t> payload;  // inline types and chunk requests; decode: view into rx
+  // AUTH and AUTH_ANSWER only (docs §11): decode writes them for those types only (the hot path does not
+  // pay for clearing them), so they are meaningless after decoding any other type.
+  std::uint8_t auth_mechanism = 0;  // kAuth: auth::Mechanism value (judged by the auth layer, not here)
+  std::string_view auth_principal;  // kAuth: 1..64 bytes of [A-Za-z0-9._@-]; decode: view into rx
+  AuthBytes auth_client_nonce{};    // kAuth: Nc
+  AuthBytes auth_proof{};           // kAuth: Pc; kAuthAnswer: Pg (all zero unless auth_status is 0)
+  std::uint32_t auth_status = 0;    // kAuthAnswer: auth::AuthStatus value, 0..3
 };
+
+// An AUTH to encode (no allocation; `principal` must outlive the encode).
+Message make_auth_message(std::uint64_t cookie, std::uint8_t mechanism, std::string_view principal,
+                          const AuthBytes& client_nonce, const AuthBytes& proof) noexcept;
+// An AUTH_ANSWER to encode; the proof is sent only with status 0 (zero otherwise, as decode demands).
+Message make_auth_answer(std::uint64_t cookie, std::uint32_t status, const AuthBytes& proof) noexcept;
+
+// 1..64 bytes, each in [A-Za-z0-9._@-] (the AUTH rule; auth::valid_principal_name is the same test).
+bool valid_principal_bytes(std::string_view name) noexcept;
 
 // Offset of the payload in an encoded message, so a sender can build the payload in place.
 constexpr std::size_t payload_offset(MessageType type, std::uint16_t fragments) {
@@ -100,6 +121,10 @@ constexpr std::size_t encoded_size(const Message& m) {
       return kHeaderSize;
     case MessageType::kCompletion:
       return kCompletionSize;
+    case MessageType::kAuth:
+      return kAuthFixedSize + m.auth_principal.size();
+    case MessageType::kAuthAnswer:
+      return kAuthAnswerSize;
     default:
       return payload_offset(m.type, m.chunk.count) + m.payload.size();
   }

@@ -3,6 +3,7 @@
 // message codec validates against once the handshake has completed.
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 #include "protocol/wire_constants.hpp"
@@ -92,6 +93,10 @@ struct Session {
   std::uint32_t local_dead_peer_ms = 0;
   std::uint32_t peer_dead_peer_ms = 0;
   Limits peer_limits{};
+  // Minor >= 2 only: the accept's `auth` flag (the initiator's first message must be AUTH, docs §11) and the
+  // acceptor's nonce from the accept (all zero when auth_required is false). Equal on both sides.
+  bool auth_required = false;
+  std::array<std::uint8_t, kGatewayNonceSize> gateway_nonce{};
 
   friend constexpr bool operator==(const Session&, const Session&) = default;
 };

@@ -11,10 +11,12 @@ namespace rdmagate::protocol {
 // The major changes only for incompatible layouts. Minors are negotiated: each side advertises a
 // 16-bit mask of the minors it speaks and the highest common one wins (RDS style).
 inline constexpr std::uint8_t kProtocolMajor = 1;
-// Minor 1 appends liveness timers to the request and timers and limits to the accept (docs §3.8).
-inline constexpr std::uint8_t kProtocolMinor = 1;                            // highest minor we speak
-inline constexpr std::uint16_t kSupportedMinorMask = (1u << 0) | (1u << 1);  // bit i set: we speak minor i
-inline constexpr unsigned kMaxMinor = 15;                                    // a u16 mask holds minors 0..15
+// Minor 1 appends liveness timers to the request and timers and limits to the accept (docs §3.8); minor 2
+// appends the gateway nonce to the accept and adds the AUTH / AUTH_ANSWER messages (docs §11).
+inline constexpr std::uint8_t kProtocolMinor = 2;  // highest minor we speak
+inline constexpr std::uint16_t kSupportedMinorMask =
+    (1u << 0) | (1u << 1) | (1u << 2);     // bit i: we speak minor i
+inline constexpr unsigned kMaxMinor = 15;  // a u16 mask holds minors 0..15
 
 static_assert(kProtocolMajor >= 1 && kProtocolMajor <= 15, "major must fit the header's high nibble");
 static_assert(kProtocolMinor <= kMaxMinor, "minor must fit the header's low nibble and the mask");
@@ -41,17 +43,25 @@ inline constexpr std::size_t kConnectAcceptSize = 40;
 inline constexpr std::size_t kConnectRejectSize = 44;
 inline constexpr std::size_t kConnectRequestSizeMinor1 = 48;  // + keepalive ms, dead-peer ms
 inline constexpr std::size_t kConnectAcceptSizeMinor1 = 64;   // + timers, limits, reserved
-inline constexpr std::size_t kMaxHandshakeSize = 64;          // a buffer this big holds any body
-inline constexpr std::uint8_t kHandshakeFlagChecksum = 1u
-                                                       << 0;  // request: "I want CRC32C"; accept: "CRC32C on"
-inline constexpr std::uint8_t kHandshakeFlagsKnown = kHandshakeFlagChecksum;  // defined in minor 0
+inline constexpr std::size_t kConnectAcceptSizeMinor2 = 96;   // + gateway nonce
+inline constexpr std::size_t kGatewayNonceSize = 32;
+inline constexpr std::size_t kMaxHandshakeSize = 96;  // a buffer this big holds any body
+// request: "I want CRC32C"; accept: "CRC32C on". Defined in minor 0.
+inline constexpr std::uint8_t kHandshakeFlagChecksum = 1u << 0;
+// accept of minor >= 2 only: "authentication required, the initiator's first message must be AUTH"; ignored
+// in a request.
+inline constexpr std::uint8_t kHandshakeFlagAuth = 1u << 1;
+// Flag bits an accept of `minor` may carry.
+constexpr std::uint8_t handshake_flags_known(std::uint8_t minor) {
+  return minor >= 2 ? kHandshakeFlagChecksum | kHandshakeFlagAuth : kHandshakeFlagChecksum;
+}
 
 static_assert(kConnectRequestSizeMinor1 <= kCmConnectRequestPrivateDataMax,
               "request exceeds the IB CM REQ limit");
-static_assert(kConnectAcceptSizeMinor1 <= kCmAcceptPrivateDataMax, "accept exceeds the IB CM REP limit");
+static_assert(kConnectAcceptSizeMinor2 <= kCmAcceptPrivateDataMax, "accept exceeds the IB CM REP limit");
 static_assert(kConnectRejectSize <= kCmRejectPrivateDataMax, "reject exceeds the IB CM REJ limit");
 static_assert(kMaxHandshakeSize >= kConnectRequestSizeMinor1 &&
-              kMaxHandshakeSize >= kConnectAcceptSizeMinor1 && kMaxHandshakeSize >= kConnectRejectSize);
+              kMaxHandshakeSize >= kConnectAcceptSizeMinor2 && kMaxHandshakeSize >= kConnectRejectSize);
 static_assert(kMaxHandshakeSize <= 255, "rdma_conn_param::private_data_len is a u8");
 
 // ---- message framing ---------------------------------------------------------------------------
@@ -62,6 +72,13 @@ inline constexpr std::size_t kFragmentSize = 16;    // u64 addr + u32 len + u32 
 inline constexpr std::size_t kChunkRequestFixedSize = kHeaderSize + kChunkHeaderSize;
 inline constexpr std::size_t kCompletionBodySize = 8;  // u32 status + u32 byte count
 inline constexpr std::size_t kCompletionSize = kHeaderSize + kCompletionBodySize;
+// AUTH (type 7): mechanism, name length n, reserved u16, client nonce, client proof, then the n name bytes.
+inline constexpr std::size_t kAuthFixedSize = kHeaderSize + 4 + 32 + 32;
+inline constexpr std::size_t kAuthMaxPrincipal = 64;
+// AUTH_ANSWER (type 8): u32 status, gateway proof.
+inline constexpr std::size_t kAuthAnswerSize = kHeaderSize + 4 + 32;
+inline constexpr std::uint32_t kAuthStatusMax =
+    3;  // 0 ok, 1 denied, 2 connection_limit, 3 revoked (reserved)
 
 // Compile-time capacity of a decoded chunk. The negotiated fragment count never exceeds it, so a
 // wire count is always checked against a fixed bound before it indexes anything.
@@ -90,6 +107,11 @@ constexpr std::uint16_t credit_reserve(std::uint16_t queue_depth) {
 static_assert(kHeaderSize <= 40, "the hot path pays for every header byte");
 static_assert(kMinMessageSize >= kChunkRequestFixedSize + kFragmentSize);
 static_assert(kMinMessageSize >= kCompletionSize);
+static_assert(kAuthFixedSize == 108 && kAuthAnswerSize == 76);
+// A small negotiated max message size cannot carry the AUTH exchange: an acceptor that requires
+// authentication refuses to negotiate one below kAuthMaxSize (docs §3.4).
+inline constexpr std::size_t kAuthMaxSize = kAuthFixedSize + kAuthMaxPrincipal;
+static_assert(kAuthMaxSize > kAuthAnswerSize && kAuthMaxSize <= kMaxMessageSizeCap);
 static_assert(kChunkRequestFixedSize + kMaxFragments * kFragmentSize <= kMaxMessageSizeCap);
 static_assert(kMaxFragments > 0 && kMaxFragments <= 0xffff);
 static_assert(credit_reserve(kMinCreditQueueDepth) + 2 == kMinCreditQueueDepth, "the proof needs P - R >= 2");

@@ -21,29 +21,30 @@ inline constexpr std::size_t kCacheLine = 64;
 
 // Label value lists. The engine indexes them with its own enums through the helpers below; the values are
 // part of the exposition (docs/metrics.md), so keep them stable.
-inline constexpr std::array<std::string_view, 6> kMessageTypeNames = {
-    "noop", "inline_request", "inline_response", "read_chunk_request", "write_chunk_request", "completion"};
+inline constexpr std::array<std::string_view, 8> kMessageTypeNames = {
+    "noop",       "inline_request", "inline_response", "read_chunk_request", "write_chunk_request",
+    "completion", "auth",           "auth_answer"};
 inline constexpr std::array<std::string_view, 2> kDirectionNames = {"rx", "tx"};
 inline constexpr std::array<std::string_view, 3> kCompletionStatusNames = {"success", "flushed", "error"};
 inline constexpr std::array<std::string_view, 4> kConnStateNames = {"handshake", "established", "draining",
                                                                     "failed"};
 // Index i is protocol::RejectReason value i + 1.
-inline constexpr std::array<std::string_view, 11> kRejectReasonNames = {
+inline constexpr std::array<std::string_view, 12> kRejectReasonNames = {
     "race",  "no_resources",         "fatal",           "incompatible_version", "stale",
     "fragments_mismatch", "queue_size_mismatch", "not_allowed", "bad_private_data", "bad_conn_param",
-    "source_limit"};
+    "source_limit", "auth_required"};
 // Connection requests that ended before they were accepted without a reject being sent: the peer was gone
 // (it destroyed its id or timed out; the CM refused our QP, accept or reject for it), or it never answered
 // our accept within the handshake timeout.
 inline constexpr std::array<std::string_view, 2> kAbandonReasonNames = {"peer_gone", "handshake_timeout"};
-// Index i < 23 is protocol::WireError value i + 1; the last three are CreditError values 1..3.
-inline constexpr std::array<std::string_view, 26> kViolationCodeNames = {
+// Index i < 24 is protocol::WireError value i + 1; the last three are CreditError values 1..3.
+inline constexpr std::array<std::string_view, 27> kViolationCodeNames = {
     "truncated_header",   "bad_magic",         "bad_version",          "unknown_type",
     "length_too_small",   "length_exceeds_max", "length_exceeds_received", "trailing_bytes",
     "bad_checksum",       "unexpected_checksum", "stale_source",        "stale_destination",
     "credits_overflow",   "reserved_not_zero",  "no_fragments",         "too_many_fragments",
     "fragments_truncated", "empty_fragment",    "fragment_wraps",       "bulk_too_large",
-    "byte_count_too_large", "unexpected_payload", "buffer_too_small",   "credit_overrun",
+    "byte_count_too_large", "unexpected_payload", "buffer_too_small",   "bad_auth_field",  "credit_overrun",
     "reserve_violation",  "returned_too_many"};
 inline constexpr std::array<std::string_view, 8> kAsyncEventNames = {
     "qp_fatal", "qp_access_err", "qp_req_err", "cq_err", "port_active", "port_err", "device_fatal", "other"};

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -60,8 +61,12 @@ TEST(HandshakeLayout, FitsRdmaCmPrivateDataLimits) {
     EXPECT_LE(handshake_size(HandshakeKind::kAccept, minor), kCmAcceptPrivateDataMax);
     EXPECT_LE(handshake_size(HandshakeKind::kReject, minor), kCmRejectPrivateDataMax);
   }
-  EXPECT_EQ(encode(request_body()).size(), 48u);  // minor 1: + keepalive, dead-peer
-  EXPECT_EQ(encode(accept_request(request_body()).reply).size(), 64u);
+  EXPECT_EQ(encode(request_body()).size(), 48u);                        // minor 1: + keepalive, dead-peer
+  EXPECT_EQ(encode(accept_request(request_body()).reply).size(), 96u);  // minor 2: + gateway nonce
+  LocalEndpoint v11 = initiator();
+  v11.minor_mask = 0b11;
+  EXPECT_EQ(encode(make_connect_request(v11, kDevice, 0)).size(), 48u);
+  EXPECT_EQ(encode(accept_request(make_connect_request(v11, kDevice, 0)).reply).size(), 64u);
   EXPECT_EQ(encode(make_reject(acceptor(), kDevice, RejectReason::kRace, 1)).size(), 44u);
   LocalEndpoint old = initiator();
   old.minor_mask = 1;
@@ -326,8 +331,8 @@ TEST(Negotiate, RejectsMajorMismatchAsIncompatible) {
 
 TEST(Negotiate, RejectsNoCommonMinorAsIncompatible) {
   HandshakeBody req = request_body();
-  req.minor_mask = 0b1100;
-  req.minor = 3;
+  req.minor_mask = 0b11000;
+  req.minor = 4;
   EXPECT_EQ(accept_request(req).reason, RejectReason::kIncompatibleVersion);
 }
 
@@ -543,8 +548,8 @@ TEST(CompleteConnect, RefusesBadAccepts) {
   expect_refused([](HandshakeBody& a) { a.major = 2; }, HandshakeError::kIncompatibleVersion);
   expect_refused(
       [](HandshakeBody& a) {
-        a.minor = 2;  // we never offered minor 2
-        a.minor_mask = 0b111;
+        a.minor = 3;  // we never offered minor 3
+        a.minor_mask = 0b1111;
       },
       HandshakeError::kIncompatibleVersion);
   expect_refused([](HandshakeBody& a) { a.flags = 0x80; }, HandshakeError::kBadFlags);
@@ -670,6 +675,7 @@ TEST(Minor1, KeepaliveIsTheStricterIntervalAndBothSidesLearnIt) {
   for (const Case c : {Case{0, 1000, 1000}, Case{250, 1000, 250}, Case{5000, 1000, 1000}, Case{300, 0, 300},
                        Case{0, 0, 0}}) {
     LocalEndpoint ini = initiator(), acc = acceptor();
+    ini.minor_mask = 0b11;  // a 1.1 initiator against a 1.2 acceptor: minor 1, as before
     ini.timers = Timers{c.ini_keepalive, c.ini_keepalive == 0 ? 0 : 3 * c.ini_keepalive};
     acc.timers = Timers{c.acc_keepalive, c.acc_keepalive == 0 ? 0 : 10 * c.acc_keepalive};
     acc.limits = Limits{30000, 4u << 20, 4, 8};
@@ -687,6 +693,7 @@ TEST(Minor1, KeepaliveIsTheStricterIntervalAndBothSidesLearnIt) {
     EXPECT_EQ(a.peer_dead_peer_ms, ini.timers.dead_peer_ms);
     EXPECT_EQ(s.peer_limits, acc.limits);
     EXPECT_EQ(s.version, pack_version(1, 1));
+    EXPECT_EQ(h.reply.size(), 64u);
   }
 }
 
@@ -753,6 +760,135 @@ TEST(Minor1, InitiatorRefusesAKeepaliveLooserThanItsOwn) {
   EXPECT_EQ(with_timers(Timers{500, 500}), HandshakeError::kBadParameter);  // dead before its own keepalive
   EXPECT_EQ(with_timers(Timers{400, 0}), HandshakeError::kOk);              // stricter is fine
   EXPECT_EQ(s.keepalive_ms, 400u);
+}
+
+// ---- minor 2: the gateway nonce and the auth flag ---------------------------------------------------
+
+constexpr std::array<std::uint8_t, kGatewayNonceSize> kNonce = [] {
+  std::array<std::uint8_t, kGatewayNonceSize> n{};
+  for (std::size_t i = 0; i < n.size(); ++i) n[i] = static_cast<std::uint8_t>(0xa0 + i);
+  return n;
+}();
+
+LocalEndpoint auth_acceptor() {
+  LocalEndpoint e = acceptor();
+  e.auth_required = true;
+  e.gateway_nonce = kNonce;
+  return e;
+}
+
+TEST(Minor2, AuthAcceptCarriesFlagAndNonceAndBothSessionsLearnThem) {
+  const Handshake h = run(initiator(), auth_acceptor());
+  ASSERT_EQ(h.outcome.reason, RejectReason::kNone);
+  EXPECT_EQ(h.outcome.reply.minor, 2);
+  EXPECT_EQ(h.outcome.reply.flags, kHandshakeFlagAuth);
+  ASSERT_EQ(h.reply.size(), 96u);
+  EXPECT_EQ(h.reply[7], kHandshakeFlagAuth);
+  EXPECT_TRUE(std::equal(kNonce.begin(), kNonce.end(), h.reply.begin() + 64));  // offset 64, 32 bytes
+  HandshakeBody d;
+  ASSERT_EQ(decode_handshake(h.reply, HandshakeKind::kAccept, d), HandshakeError::kOk);
+  EXPECT_EQ(d, h.outcome.reply);
+  Session s;
+  ASSERT_EQ(complete_connect(h.sent, h.reply, initiator(), s), HandshakeError::kOk);
+  EXPECT_TRUE(h.outcome.session.auth_required);
+  EXPECT_EQ(h.outcome.session.gateway_nonce, kNonce);
+  EXPECT_TRUE(s.auth_required);
+  EXPECT_EQ(s.gateway_nonce, kNonce);
+  EXPECT_EQ(s.version, pack_version(1, 2));
+}
+
+TEST(Minor2, AuthOffAcceptHasZeroNonceAndNoFlag) {
+  const Handshake h = run(initiator(), acceptor());
+  ASSERT_EQ(h.outcome.reason, RejectReason::kNone);
+  ASSERT_EQ(h.reply.size(), 96u);
+  EXPECT_EQ(h.reply[7], 0);
+  EXPECT_TRUE(std::all_of(h.reply.begin() + 64, h.reply.end(), [](std::uint8_t b) { return b == 0; }));
+  Session s;
+  ASSERT_EQ(complete_connect(h.sent, h.reply, initiator(), s), HandshakeError::kOk);
+  EXPECT_FALSE(s.auth_required);
+  EXPECT_FALSE(h.outcome.session.auth_required);
+  EXPECT_EQ(s.gateway_nonce, (std::array<std::uint8_t, kGatewayNonceSize>{}));
+}
+
+// Older initiators against an acceptor requiring auth: refused with the reason that names the cure.
+TEST(Minor2, OldInitiatorsAreRefusedAuthRequired) {
+  for (const std::uint16_t mask : {0b01, 0b10, 0b11}) {
+    LocalEndpoint old = initiator();
+    old.minor_mask = mask;
+    const Handshake h = run(old, auth_acceptor());
+    EXPECT_EQ(h.outcome.reason, RejectReason::kAuthRequired) << mask;
+    EXPECT_EQ(h.outcome.reply.kind, HandshakeKind::kReject);
+    EXPECT_EQ(h.outcome.reply.dst_incarnation, kInitiatorStamp);
+    HandshakeBody d;
+    ASSERT_EQ(decode_handshake(h.reply, HandshakeKind::kReject, d), HandshakeError::kOk);
+    EXPECT_EQ(d.reason, RejectReason::kAuthRequired);
+    EXPECT_EQ(to_string(d.reason), "auth_required");
+  }
+  // With auth off the same initiators get what they always got.
+  LocalEndpoint old = initiator();
+  old.minor_mask = 0b11;
+  const Handshake h = run(old, acceptor());
+  EXPECT_EQ(h.outcome.reason, RejectReason::kNone);
+  EXPECT_EQ(h.outcome.reply.minor, 1);
+}
+
+TEST(Minor2, AuthRequiresRoomForTheAuthMessage) {
+  LocalEndpoint ini = initiator();
+  ini.params.max_message_size = kAuthMaxSize - 1;
+  Handshake h = run(ini, auth_acceptor());
+  EXPECT_EQ(h.outcome.reason, RejectReason::kAuthRequired);
+  EXPECT_EQ(h.outcome.error, HandshakeError::kBelowMinimum);
+  ini.params.max_message_size = kAuthMaxSize;
+  h = run(ini, auth_acceptor());
+  EXPECT_EQ(h.outcome.reason, RejectReason::kNone);
+  h = run(initiator(), [] {  // without auth a small size is fine
+    LocalEndpoint a = acceptor();
+    a.params.max_message_size = 100;
+    return a;
+  }());
+  EXPECT_EQ(h.outcome.reason, RejectReason::kNone);
+}
+
+TEST(Minor2, AcceptorWithoutANonceIsFatal) {
+  LocalEndpoint acc = auth_acceptor();
+  acc.gateway_nonce = {};
+  EXPECT_EQ(run(initiator(), acc).outcome.reason, RejectReason::kFatal);
+}
+
+TEST(Minor2, InitiatorRefusesInconsistentAuthAccepts) {
+  const Handshake h = run(initiator(), auth_acceptor());
+  Session s;
+  auto with = [&](auto mutate) {
+    HandshakeBody a = h.outcome.reply;
+    mutate(a);
+    return complete_connect(h.sent, encode(a), initiator(), s);
+  };
+  EXPECT_EQ(with([](HandshakeBody& a) { a.gateway_nonce = {}; }), HandshakeError::kBadParameter);
+  EXPECT_EQ(with([](HandshakeBody& a) { a.flags = 0; }), HandshakeError::kBadParameter);  // nonce, no flag
+  EXPECT_EQ(with([](HandshakeBody& a) { a.flags |= 1u << 2; }), HandshakeError::kBadFlags);
+  EXPECT_EQ(with([](HandshakeBody&) {}), HandshakeError::kOk);
+  // The auth flag does not exist before minor 2: a minor-1 accept carrying it is refused.
+  LocalEndpoint v11 = initiator();
+  v11.minor_mask = 0b11;
+  const Handshake h1 = run(v11, acceptor());
+  ASSERT_EQ(h1.outcome.reply.minor, 1);
+  HandshakeBody a = h1.outcome.reply;
+  a.flags |= kHandshakeFlagAuth;
+  EXPECT_EQ(complete_connect(h1.sent, encode(a), v11, s), HandshakeError::kBadFlags);
+  // A 96-byte accept cut to the minor-1 size is short.
+  EXPECT_EQ(complete_connect(h.sent, {h.reply.data(), 64}, initiator(), s), HandshakeError::kTooShort);
+}
+
+// A request's bit 1 has no meaning: ignored, it neither asks for nor refuses authentication.
+TEST(Minor2, RequestAuthBitIsIgnored) {
+  HandshakeBody req = request_body();
+  req.flags |= kHandshakeFlagAuth;
+  AcceptOutcome o = accept_request(req);
+  EXPECT_EQ(o.reason, RejectReason::kNone);
+  EXPECT_EQ(o.reply.flags, 0);
+  o = accept_request(req, auth_acceptor());
+  EXPECT_EQ(o.reply.flags, kHandshakeFlagAuth);
+  EXPECT_EQ(encode(req).size(), 48u);  // a minor-2 request has no new bytes
 }
 
 TEST(MakeConnectRequest, ClampsOwnOfferToDeviceAndCaps) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -61,6 +62,29 @@ void expect_same(const Message& a, const Message& b) {
   ASSERT_EQ(a.chunk.count, b.chunk.count);
   for (std::uint16_t i = 0; i < a.chunk.count; ++i) EXPECT_EQ(a.chunk.fragments[i], b.chunk.fragments[i]);
   EXPECT_TRUE(std::equal(a.payload.begin(), a.payload.end(), b.payload.begin(), b.payload.end()));
+  if (a.type == MessageType::kAuth) {
+    EXPECT_EQ(a.auth_mechanism, b.auth_mechanism);
+    EXPECT_EQ(a.auth_principal, b.auth_principal);
+    EXPECT_EQ(a.auth_client_nonce, b.auth_client_nonce);
+    EXPECT_EQ(a.auth_proof, b.auth_proof);
+  }
+  if (a.type == MessageType::kAuthAnswer) {
+    EXPECT_EQ(a.auth_status, b.auth_status);
+    EXPECT_EQ(a.auth_proof, b.auth_proof);
+  }
+}
+
+// A 1.2 session (AUTH and AUTH_ANSWER exist from minor 2 on).
+Session session_12(bool checksum = false) {
+  Session s = session_a(checksum);
+  s.version = pack_version(1, 2);
+  return s;
+}
+
+AuthBytes pattern(std::uint8_t first) {
+  AuthBytes b{};
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::uint8_t>(first + i);
+  return b;
 }
 
 // decode(encode(m)) == m, and re-encoding the decoded message gives the same bytes.
@@ -323,6 +347,7 @@ struct DecodeCase {
   WireError want;
   std::function<void(Bytes&, Session&)> corrupt;  // edits the wire bytes or the receiver's session
   Message base;
+  std::uint8_t minor = 0;  // the session's minor (types 7 and 8 need 2)
 };
 
 void set16(Bytes& b, std::size_t at, std::uint16_t v) {
@@ -357,6 +382,13 @@ Message completion_msg() {
   Message m;
   m.type = MessageType::kCompletion;
   return m;
+}
+Message auth_msg() {
+  static const AuthBytes nonce = pattern(0x10), proof = pattern(0x80);
+  return make_auth_message(0x55, 1, "app-writer", nonce, proof);  // a 10-byte name: 118 bytes
+}
+Message answer_msg(std::uint32_t status = 0) {
+  return make_auth_answer(0x55, status, pattern(0xc0));
 }
 
 std::vector<DecodeCase> decode_cases() {
@@ -446,14 +478,67 @@ std::vector<DecodeCase> decode_cases() {
        noop_msg()},
       {"completion_with_payload", WireError::kUnexpectedPayload, [](Bytes& b, Session&) { relength(b, 49); },
        completion_msg()},
+      // AUTH (108 + n bytes) and AUTH_ANSWER (76 bytes), on a 1.2 session.
+      {"auth_on_minor1", WireError::kUnknownType,
+       [](Bytes& b, Session& s) {
+         s.version = pack_version(1, 1);
+         b[2] = s.version;
+       },
+       auth_msg(), 2},
+      {"answer_on_minor0", WireError::kUnknownType,
+       [](Bytes& b, Session& s) {
+         s.version = pack_version(1, 0);
+         b[2] = s.version;
+       },
+       answer_msg(), 2},
+      {"auth_opcode", WireError::kReservedNotZero, [](Bytes& b, Session&) { set16(b, 6, 1); }, auth_msg(), 2},
+      {"auth_reserved", WireError::kReservedNotZero, [](Bytes& b, Session&) { set16(b, 42, 0x100); },
+       auth_msg(), 2},
+      {"auth_fixed_part_short", WireError::kLengthTooSmall, [](Bytes& b, Session&) { relength(b, 107); },
+       auth_msg(), 2},
+      {"auth_name_length_0", WireError::kBadAuthField, [](Bytes& b, Session&) { b[41] = 0; }, auth_msg(), 2},
+      {"auth_name_length_65", WireError::kBadAuthField,
+       [](Bytes& b, Session&) {
+         b[41] = 65;
+         relength(b, 108 + 65);
+         std::fill(b.begin() + 108, b.end(), 'a');
+       },
+       auth_msg(), 2},
+      {"auth_name_length_255", WireError::kBadAuthField, [](Bytes& b, Session&) { b[41] = 255; }, auth_msg(),
+       2},
+      {"auth_name_past_length", WireError::kLengthTooSmall, [](Bytes& b, Session&) { b[41] = 11; },
+       auth_msg(), 2},
+      {"auth_bytes_after_name", WireError::kUnexpectedPayload, [](Bytes& b, Session&) { relength(b, 119); },
+       auth_msg(), 2},
+      {"auth_name_slash", WireError::kBadAuthField, [](Bytes& b, Session&) { b[108] = '/'; }, auth_msg(), 2},
+      {"auth_name_nul", WireError::kBadAuthField, [](Bytes& b, Session&) { b[117] = 0; }, auth_msg(), 2},
+      {"auth_name_space", WireError::kBadAuthField, [](Bytes& b, Session&) { b[112] = ' '; }, auth_msg(), 2},
+      {"auth_name_high_bit", WireError::kBadAuthField, [](Bytes& b, Session&) { b[110] = 0xe9; }, auth_msg(),
+       2},
+      {"answer_opcode", WireError::kReservedNotZero, [](Bytes& b, Session&) { set16(b, 6, 2); }, answer_msg(),
+       2},
+      {"answer_short", WireError::kLengthTooSmall, [](Bytes& b, Session&) { relength(b, 75); }, answer_msg(),
+       2},
+      {"answer_long", WireError::kUnexpectedPayload, [](Bytes& b, Session&) { relength(b, 77); },
+       answer_msg(), 2},
+      {"answer_status_4", WireError::kBadAuthField, [](Bytes& b, Session&) { set32(b, 40, 4); },
+       answer_msg(1), 2},
+      {"answer_status_max", WireError::kBadAuthField, [](Bytes& b, Session&) { set32(b, 40, 0xffffffffu); },
+       answer_msg(1), 2},
+      {"answer_denied_with_proof", WireError::kBadAuthField, [](Bytes& b, Session&) { set32(b, 40, 1); },
+       answer_msg(0), 2},
+      {"answer_limit_with_one_proof_byte", WireError::kBadAuthField, [](Bytes& b, Session&) { b[75] = 1; },
+       answer_msg(2), 2},
   };
 }
 
 TEST(MessageDecodeErrors, EachCaseYieldsItsCode) {
   for (const DecodeCase& c : decode_cases()) {
     SCOPED_TRACE(c.name);
-    Session rx = mirror(session_a());
-    Bytes wire = encode(c.base, session_a());
+    Session tx = session_a();
+    tx.version = pack_version(1, c.minor);
+    Session rx = mirror(tx);
+    Bytes wire = encode(c.base, tx);
     Message d;
     ASSERT_EQ(decode_message(wire, rx, d), WireError::kOk);  // the base is valid
     c.corrupt(wire, rx);
@@ -482,8 +567,10 @@ TEST(MessageEncodeErrors, EachRule) {
   Message m;
   m.type = static_cast<MessageType>(0);
   EXPECT_EQ(err(m), WireError::kUnknownType);
-  m.type = static_cast<MessageType>(7);
+  m.type = MessageType::kAuth;  // 1.0 session: types 7 and 8 do not exist before minor 2
   EXPECT_EQ(err(m), WireError::kUnknownType);
+  m.type = static_cast<MessageType>(9);
+  EXPECT_EQ(encode_message(m, session_12(), out).error, WireError::kUnknownType);
 
   m = Message{};
   m.opcode = 1;
@@ -517,6 +604,107 @@ TEST(MessageEncodeErrors, EachRule) {
   EXPECT_EQ(encode_message(m, small, out).error, WireError::kLengthExceedsMax);
 }
 
+TEST(MessageEncodeErrors, AuthRules) {
+  const Session s = session_12();
+  Bytes out(1024);
+  const std::uint8_t data[] = {1};
+  auto err = [&](const Message& m) { return encode_message(m, s, out).error; };
+  Message m = auth_msg();
+  EXPECT_EQ(err(m), WireError::kOk);
+  m.opcode = 1;
+  EXPECT_EQ(err(m), WireError::kReservedNotZero);
+  m = auth_msg();
+  m.payload = data;
+  EXPECT_EQ(err(m), WireError::kUnexpectedPayload);
+  for (const std::string_view bad : {std::string_view{}, std::string_view{"a b"}, std::string_view{"x/y"},
+                                     std::string_view{"caf\xc3\xa9"}, std::string_view{"a\0b", 3}}) {
+    m = auth_msg();
+    m.auth_principal = bad;
+    EXPECT_EQ(err(m), WireError::kBadAuthField) << bad;
+  }
+  const std::string longest(64, 'Z'), too_long(65, 'Z');
+  m.auth_principal = longest;
+  EXPECT_EQ(err(m), WireError::kOk);
+  m.auth_principal = too_long;
+  EXPECT_EQ(err(m), WireError::kBadAuthField);
+  // A name the negotiated message size cannot carry.
+  Session small = s;
+  small.params.max_message_size = 150;
+  m.auth_principal = longest;
+  EXPECT_EQ(encode_message(m, small, out).error, WireError::kLengthExceedsMax);
+  m.auth_principal = "ok";
+  EXPECT_EQ(encode_message(m, small, std::span<std::uint8_t>(out.data(), 109)).error,
+            WireError::kBufferTooSmall);
+  EXPECT_EQ(encode_message(m, small, std::span<std::uint8_t>(out.data(), 110)).error, WireError::kOk);
+
+  m = answer_msg(0);
+  EXPECT_EQ(err(m), WireError::kOk);
+  m.auth_status = 4;
+  EXPECT_EQ(err(m), WireError::kBadAuthField);
+  m.auth_status = 1;  // a denied answer must not carry a proof
+  EXPECT_EQ(err(m), WireError::kBadAuthField);
+  EXPECT_EQ(err(answer_msg(1)), WireError::kOk);  // the builder zeroes it
+  EXPECT_EQ(answer_msg(2).auth_proof, AuthBytes{});
+  m = answer_msg(0);
+  m.payload = data;
+  EXPECT_EQ(err(m), WireError::kUnexpectedPayload);
+  m = answer_msg(0);
+  m.opcode = 3;
+  EXPECT_EQ(err(m), WireError::kReservedNotZero);
+}
+
+TEST(MessageAuth, RoundTripsEveryNameLengthAndStatus) {
+  for (const bool checksum : {false, true}) {
+    const Session s = session_12(checksum);
+    std::string name;
+    for (std::size_t n = 1; n <= kAuthMaxPrincipal; ++n) {
+      name.push_back("aZ09._@-"[n % 8]);
+      Message m = auth_msg();
+      m.auth_principal = name;
+      m.credits = 3;
+      const Bytes wire = encode(m, s);
+      EXPECT_EQ(wire.size(), kAuthFixedSize + n);
+      EXPECT_EQ(encoded_size(m), wire.size());
+      round_trip(m, s);
+    }
+    for (std::uint32_t status = 0; status <= kAuthStatusMax; ++status) {
+      const Bytes wire = encode(answer_msg(status), s);
+      EXPECT_EQ(wire.size(), kAuthAnswerSize);
+      round_trip(answer_msg(status), s);
+    }
+  }
+}
+
+// The AUTH body byte for byte (docs §4.2): offsets 40..107 and the name at 108.
+TEST(MessageAuth, LayoutIsTheDocumentedOne) {
+  const Bytes wire = encode(auth_msg(), session_12());
+  ASSERT_EQ(wire.size(), 118u);
+  EXPECT_EQ(wire[3], 7);
+  EXPECT_EQ(wire[40], 1);   // mechanism
+  EXPECT_EQ(wire[41], 10);  // name length
+  EXPECT_EQ(wire[42], 0);
+  EXPECT_EQ(wire[43], 0);
+  EXPECT_EQ(wire[44], 0x10);  // Nc[0]
+  EXPECT_EQ(wire[75], 0x10 + 31);
+  EXPECT_EQ(wire[76], 0x80);  // Pc[0]
+  EXPECT_EQ(wire[107], 0x80 + 31);
+  EXPECT_EQ(std::string(wire.begin() + 108, wire.end()), "app-writer");
+  const Bytes ans = encode(answer_msg(0), session_12());
+  ASSERT_EQ(ans.size(), 76u);
+  EXPECT_EQ(ans[3], 8);
+  EXPECT_EQ(le::load<std::uint32_t>(ans.data() + 40), 0u);
+  EXPECT_EQ(ans[44], 0xc0);
+  EXPECT_EQ(ans[75], 0xc0 + 31);
+}
+
+TEST(MessageAuth, PrincipalCharset) {
+  for (int c = 0; c < 256; ++c) {
+    const char ch = static_cast<char>(c);
+    const bool want = std::isalnum(c) != 0 ? c < 128 : (ch == '.' || ch == '_' || ch == '@' || ch == '-');
+    EXPECT_EQ(valid_principal_bytes(std::string_view(&ch, 1)), want) << c;
+  }
+}
+
 // ---- patch_credits -----------------------------------------------------------------------------
 
 TEST(PatchCredits, RewritesCreditsAndChecksum) {
@@ -539,7 +727,7 @@ TEST(PatchCredits, RewritesCreditsAndChecksum) {
 
 TEST(MessageProperty, RandomRoundTripsAndMutations) {
   std::mt19937_64 rng(12345);
-  Session s = session_a();
+  Session s = session_12();
   s.params.max_fragments = 8;
   s.params.max_message_size = 400;
   Bytes payload(400);
@@ -564,7 +752,18 @@ TEST(MessageProperty, RandomRoundTripsAndMutations) {
       m.status = static_cast<std::uint32_t>(rng());
       m.byte_count = static_cast<std::uint32_t>(rng() % (s.params.max_bulk_size + 1));
     }
-    if (m.type != MessageType::kNoop && m.type != MessageType::kCompletion) {
+    std::string name;
+    if (m.type == MessageType::kAuth || m.type == MessageType::kAuthAnswer) {
+      m.opcode = 0;
+      m.auth_mechanism = static_cast<std::uint8_t>(rng());
+      for (auto& b : m.auth_client_nonce) b = static_cast<std::uint8_t>(rng());
+      for (auto& b : m.auth_proof) b = static_cast<std::uint8_t>(rng());
+      for (std::size_t i = 0, n = 1 + rng() % kAuthMaxPrincipal; i < n; ++i)
+        name.push_back("abcXYZ019._@-"[rng() % 13]);
+      m.auth_principal = name;
+      m.auth_status = static_cast<std::uint32_t>(rng() % (kAuthStatusMax + 1));
+      if (m.auth_status != 0) m.auth_proof = {};
+    } else if (m.type != MessageType::kNoop && m.type != MessageType::kCompletion) {
       const std::size_t room = s.params.max_message_size - payload_offset(m.type, m.chunk.count);
       m.payload = std::span<const std::uint8_t>(payload).first(rng() % (room + 1));
     }
