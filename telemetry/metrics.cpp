@@ -117,6 +117,20 @@ constexpr Table build_table() {
          "Error completions the peer caused, by class (a local failure is in "
          "rdmagate_core_errors_total{kind=\"completion\"} only).",
          "class", kPeerFaultNames);
+  b.rows("rdmagate_auth_total", kC, Unit::kNone, kSum,
+         "AUTH messages the gateway answered, by result: ok, denied (unknown principal, wrong proof, "
+         "unsupported "
+         "mechanism: one answer on purpose), connection_limit (the principal's max_connections).",
+         "result", kAuthResultNames);
+  b.rows(
+      "rdmagate_auth_failures_total", kC, Unit::kNone, kSum,
+      "Connections closed before authenticating for another reason than a denied AUTH: a message other than "
+      "NOOP or one AUTH while awaiting AUTH, or no AUTH within security.auth_timeout_ms.",
+      "reason", kAuthFailureNames);
+  b.rows("rdmagate_connections_revoked_total", kC, Unit::kNone, kSum,
+         "Established connections a reload closed: principal removed or narrowed, source no longer in "
+         "security.allowed_clients, or authentication now required and never done.",
+         "reason", kRevokeReasonNames);
   constexpr std::string_view kFaultHelp =
       "Faults injected by the rules in faults.rules (docs/faults.md), by action and direction. 0 unless an "
       "operator installed rules.";
@@ -204,6 +218,10 @@ static_assert(kTable[static_cast<std::size_t>(failure_stat(0))].labels[0].value 
 static_assert(kTable[static_cast<std::size_t>(Stat::kViolationsFirst)].labels[0].value == "truncated_header");
 static_assert(kTable[static_cast<std::size_t>(Stat::kFaultRules)].name == "rdmagate_fault_rules");
 static_assert(kTable[static_cast<std::size_t>(peer_fault_stat(4))].labels[0].value == "rnr_retry_exceeded");
+static_assert(kTable[static_cast<std::size_t>(auth_result_stat(2))].labels[0].value == "connection_limit");
+static_assert(kTable[static_cast<std::size_t>(auth_failure_stat(1))].labels[0].value == "auth_timeout");
+static_assert(kTable[static_cast<std::size_t>(revoked_stat(1))].labels[0].value == "allowed_clients");
+static_assert(kTable[static_cast<std::size_t>(failure_stat(8))].labels[0].value == "revoked");
 static_assert(kTable[static_cast<std::size_t>(Stat::kUnsolicitedCompletions)].labels[0].value == "completion");
 static_assert(kTable[static_cast<std::size_t>(Stat::kCacheHits)].name == "rdmagate_store_cache_hits_total");
 static_assert(kTable[static_cast<std::size_t>(Stat::kStoreAllocatedBytes)].name ==

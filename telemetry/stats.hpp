@@ -57,12 +57,25 @@ inline constexpr std::array<std::string_view, 7> kStoreStatusNames = {
 inline constexpr std::array<std::string_view, 9> kCoreErrorNames = {
     "wire", "credit", "completion", "post_send", "post_recv", "tx_exhausted", "encode", "unexpected", "dead_peer"};
 // Why a core reported a connection FAILED to control (FailureKind, as control counts it).
-inline constexpr std::array<std::string_view, 6> kFailureCauseNames = {
-    "protocol_violation", "dead_peer", "completion_error", "peer_fault", "bulk_timeout", "cq_error"};
+inline constexpr std::array<std::string_view, 9> kFailureCauseNames = {
+    "protocol_violation", "dead_peer",   "completion_error", "peer_fault", "bulk_timeout",
+    "cq_error",           "auth_denied", "auth_timeout",     "revoked"};
 // Index = dataplane::PeerFault value (dataplane/core_conn.hpp): error completions the peer caused.
 inline constexpr std::array<std::string_view, 6> kPeerFaultNames = {
     "remote_access", "remote_invalid_request", "remote_operation", "recv_length", "rnr_retry_exceeded",
     "retry_exceeded"};
+// Authentication (docs/protocol.md §11). AUTH messages the cores answered, by the status answered (index =
+// protocol::auth::AuthStatus value).
+inline constexpr std::array<std::string_view, 3> kAuthResultNames = {"ok", "denied", "connection_limit"};
+// Connections the cores closed before they authenticated, other than a denied AUTH: a message other than NOOP
+// or AUTH (or a second AUTH) while awaiting AUTH, and no AUTH within security.auth_timeout_ms.
+inline constexpr std::array<std::string_view, 2> kAuthFailureNames = {"unauthenticated_message",
+                                                                      "auth_timeout"};
+// Established connections a SIGHUP closed: their principal was removed or lost rights or tenant (the cores),
+// their source left security.allowed_clients (control), or authentication became required and they never
+// authenticated (the cores).
+inline constexpr std::array<std::string_view, 3> kRevokeReasonNames = {"principal", "allowed_clients",
+                                                                       "unauthenticated"};
 // Answers a peer sent to the gateway, which never sends requests (the object service ignores and counts them).
 inline constexpr std::array<std::string_view, 2> kUnsolicitedTypeNames = {"inline_response", "completion"};
 // Faults injected by faults.rules (docs/faults.md), as (action, direction) label pairs: the message actions
@@ -133,15 +146,19 @@ enum class Stat : std::uint16_t {
   kConnectionFailuresFirst,                                                 // + kFailureCauseNames index
   kViolationsFirst = kConnectionFailuresFirst + kFailureCauseNames.size(),  // + kViolationCodeNames index
   kAsyncEventsFirst = kViolationsFirst + kViolationCodeNames.size(),
-  kCloseRekicks = kAsyncEventsFirst + kAsyncEventNames.size(),  // QPs moved to ERR again (slow CLOSED)
-  kAbandonedFirst,                                               // + kAbandonReasonNames index
+  kCloseRekicks = kAsyncEventsFirst + kAsyncEventNames.size(),       // QPs moved to ERR again (slow CLOSED)
+  kAbandonedFirst,                                                   // + kAbandonReasonNames index
   kCoreOutOfService = kAbandonedFirst + kAbandonReasonNames.size(),  // gauge per core: its CQ was lost
   // peer and transfer faults the cores count (per core)
   kStaleCompletions,
   kBulkTimeouts,
   kPeerFaultsFirst,  // + kPeerFaultNames index
+  // authentication (docs/protocol.md §11; summed over cores, the allowed_clients revocations are control's)
+  kAuthResultsFirst = kPeerFaultsFirst + kPeerFaultNames.size(),     // + kAuthResultNames index
+  kAuthFailuresFirst = kAuthResultsFirst + kAuthResultNames.size(),  // + kAuthFailureNames index
+  kRevokedFirst = kAuthFailuresFirst + kAuthFailureNames.size(),     // + kRevokeReasonNames index
   // fault injection (docs/faults.md)
-  kFaultsInjectedFirst = kPeerFaultsFirst + kPeerFaultNames.size(),  // + kFaultInjectedLabels index
+  kFaultsInjectedFirst = kRevokedFirst + kRevokeReasonNames.size(),    // + kFaultInjectedLabels index
   kFaultStallUs = kFaultsInjectedFirst + kFaultInjectedLabels.size(),  // microseconds, exported in seconds
   kFaultHoldOverflows,
   kFaultRules,  // gauge
@@ -207,6 +224,16 @@ constexpr Stat abandoned_stat(std::size_t reason) noexcept { return stat_at(Stat
 // class_index: dataplane::PeerFault value.
 constexpr Stat peer_fault_stat(std::size_t class_index) noexcept {
   return stat_at(Stat::kPeerFaultsFirst, class_index);
+}
+// status: protocol::auth::AuthStatus value.
+constexpr Stat auth_result_stat(std::size_t status) noexcept {
+  return stat_at(Stat::kAuthResultsFirst, status);
+}
+constexpr Stat auth_failure_stat(std::size_t reason) noexcept {
+  return stat_at(Stat::kAuthFailuresFirst, reason);
+}
+constexpr Stat revoked_stat(std::size_t reason) noexcept {
+  return stat_at(Stat::kRevokedFirst, reason);
 }
 constexpr Stat fault_injected_stat(std::size_t label_index) noexcept {
   return stat_at(Stat::kFaultsInjectedFirst, label_index);
