@@ -19,4 +19,5 @@
 #include "conf/origins.hpp"
 #include "conf/result.hpp"
 #include "conf/schema.hpp"
+#include "conf/secrets.hpp"
 #include "conf/validate.hpp"

@@ -1,5 +1,7 @@
 #include "conf/config.hpp"
 
+#include <algorithm>
+
 #include "conf/origins.hpp"
 
 namespace rdmagate::conf {
@@ -64,6 +66,24 @@ std::string_view toString(StoreBackend v) noexcept {
       return "rados";
   }
   return "?";
+}
+
+std::string_view toString(Authentication v) noexcept {
+  switch (v) {
+    case Authentication::kRequired:
+      return "required";
+    case Authentication::kOff:
+      return "off";
+  }
+  return "?";
+}
+
+bool validAuthName(std::string_view name) noexcept {
+  if (name.empty() || name.size() > kMaxAuthNameBytes) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '@' || c == '-';
+  });
 }
 
 std::string_view toString(LogLevel v) noexcept {

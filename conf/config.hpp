@@ -77,6 +77,13 @@ enum class StoreBackend : std::uint8_t {
   kRados,   // Ceph RADOS through librados (services/storage/rados/), behind a hugepage cache of capacity_mib
 };
 
+// security.authentication. "off" is a boolean to YAML 1.1 tools; this loader reads it as the word it is, and
+// a template tool that rewrites the file should be told to keep it a string (quote it: "off").
+enum class Authentication : std::uint8_t {
+  kRequired,  // every connection proves a principal's secret before any object request (docs/protocol.md §11)
+  kOff,       // any admitted peer may do anything; the daemon warns at every start
+};
+
 enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError };
 enum class LogFormat : std::uint8_t { kLogfmt, kJson };
 
@@ -85,6 +92,7 @@ std::string_view toString(IdlePolicy v) noexcept;
 std::string_view toString(SrqMode v) noexcept;
 std::string_view toString(DataplaneBackend v) noexcept;
 std::string_view toString(StoreBackend v) noexcept;
+std::string_view toString(Authentication v) noexcept;
 std::string_view toString(LogLevel v) noexcept;
 std::string_view toString(LogFormat v) noexcept;
 
@@ -212,6 +220,38 @@ struct TelemetryConfig {
 // guest, never the open internet by accident.
 std::vector<Cidr> defaultAllowedClients();
 
+// A principal's rights (security.principals[].permissions) as a mask; dataplane::Permission has the same
+// values (static_asserted where the two meet, dataplane/auth_registry.cpp).
+inline constexpr std::uint8_t kPermissionRead = 1;
+inline constexpr std::uint8_t kPermissionWrite = 2;
+inline constexpr std::uint8_t kPermissionDelete = 4;
+
+// Tenant and principal names: what the AUTH message can carry (docs/protocol.md §11).
+inline constexpr std::size_t kMaxAuthNameBytes = 64;
+inline constexpr std::size_t kMaxTenants = 4096;
+inline constexpr std::size_t kMaxPrincipals = 4096;
+bool validAuthName(std::string_view name) noexcept;  // 1..64 bytes of [A-Za-z0-9._@-]
+
+// One key namespace with its quotas (security.tenants[]).
+struct TenantConfig {
+  std::string name;
+  std::uint64_t max_bytes = 0;    // value bytes stored; 0: unlimited
+  std::uint64_t max_objects = 0;  // 0: unlimited
+
+  bool operator==(const TenantConfig&) const = default;
+};
+
+// Who may connect (security.principals[]). The secret is not here: it lives in security.secrets_file, which
+// never passes through Config, so no dump, diff or log line of the config can carry it.
+struct PrincipalConfig {
+  std::string name;
+  std::string tenant;                 // a security.tenants[] name
+  std::uint8_t permissions = 0;       // kPermission* mask
+  std::uint32_t max_connections = 0;  // open connections at once; 0: unlimited
+
+  bool operator==(const PrincipalConfig&) const = default;
+};
+
 struct SecurityConfig {
   std::vector<Cidr> allowed_clients = defaultAllowedClients();  // empty: every client is rejected
   // Admission per source address, checked before anything is allocated for a connection request: together
@@ -219,7 +259,14 @@ struct SecurityConfig {
   std::uint32_t connections_per_source = 64;  // connections in any state, the handshake included
   std::uint32_t connect_rate = 100;           // connection requests per second (token bucket refill)
   std::uint32_t connect_burst = 200;          // token bucket size
+  // Authentication, tenants and principals (docs/protocol.md §11, conf/README.md "Authentication").
+  Authentication authentication = Authentication::kOff;
+  std::uint32_t auth_timeout_ms = 5000;  // ADOPT to AUTH; a connection that has not authenticated is closed
+  std::string secrets_file;              // YAML of principal secrets; mode 0600 or narrower
+  std::vector<TenantConfig> tenants;
+  std::vector<PrincipalConfig> principals;
 
+  bool authentication_required() const noexcept { return authentication == Authentication::kRequired; }
   bool operator==(const SecurityConfig&) const = default;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -581,6 +582,323 @@ class FaultRuleListKey final : public ListKey<S, FaultRuleText> {
 };
 
 // ---------------------------------------------------------------------------------------------------
+// Lists of records (security.tenants, security.principals): a YAML list of mappings with named fields. Each
+// entry is checked on its own so every bad one is reported, its errors naming the field
+// ("security.principals[1].permissions"); then names must be unique within the list. References between
+// the lists (a principal's tenant) are a cross-key check (validate.cpp), since an override may set either.
+
+// "1GiB", "512MiB", "4096" -> bytes. Binary suffixes only, so that "1GB" is not silently 10^9 or 2^30.
+std::optional<std::uint64_t> parseSize(const Scalar& s, std::string* why) {
+  static constexpr std::pair<std::string_view, unsigned> kSuffixes[] = {
+      {"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};
+  std::string_view t = s.text;
+  unsigned shift = 0;
+  for (const auto& [suffix, bits] : kSuffixes) {
+    if (t.size() > suffix.size() && t.substr(t.size() - suffix.size()) == suffix) {
+      t.remove_suffix(suffix.size());
+      shift = bits;
+      break;
+    }
+  }
+  if (s.quoted && shift == 0) {
+    *why = "expected a size, got the quoted string \"" + s.text + "\"";
+    return std::nullopt;
+  }
+  const std::uint64_t hi = std::numeric_limits<std::uint64_t>::max() >> shift;
+  auto v = parseUnsigned(Scalar{std::string(t), false}, 0, hi, why);
+  if (!v) {
+    if (why->find(" is out of range ") != std::string::npos) *why = s.text + " does not fit in 64 bits";
+    return std::nullopt;
+  }
+  return *v << shift;
+}
+
+// One record's fields, in the order the dump writes them.
+struct FieldSpec {
+  std::string_view name;
+  bool required;
+};
+
+// Walks a record mapping: unknown and duplicate fields are errors (with a near name suggested), missing
+// required ones too. `take` parses one known field and returns false when it reported an error.
+template <class Take>
+bool walkRecord(const YAML::Node& item, const Origin& item_at, const std::string& item_key,
+                std::initializer_list<FieldSpec> fields, Diagnostics& diag, Take take) {
+  std::vector<std::string_view> names;
+  for (const FieldSpec& f : fields) names.push_back(f.name);
+  std::set<std::string> seen;
+  bool ok = true;
+  for (auto it = item.begin(); it != item.end(); ++it) {
+    const Origin field_at = originOf(item_at, it->first);
+    if (!it->first.IsScalar()) {
+      diag.error(field_at, item_key, "a field name must be a plain name, not a list or mapping");
+      ok = false;
+      continue;
+    }
+    const std::string field = it->first.Scalar();
+    const std::string field_key = item_key + "." + field;
+    if (std::find(names.begin(), names.end(), field) == names.end()) {
+      std::string msg = "unknown field; the fields are " + joinNames(names, ", ");
+      if (std::string near = closestMatch(field, names); !near.empty())
+        msg += " (did you mean " + near + "?)";
+      diag.error(field_at, field_key, msg);
+      ok = false;
+      continue;
+    }
+    if (!seen.insert(field).second) {
+      diag.error(field_at, field_key, "duplicate field");
+      ok = false;
+      continue;
+    }
+    const YAML::Node value = it->second;
+    if (!take(field, value, originOf(item_at, value), field_key)) ok = false;
+  }
+  for (const FieldSpec& f : fields) {
+    if (f.required && seen.count(std::string(f.name)) == 0) {
+      diag.error(item_at, item_key, "needs a " + std::string(f.name));
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+bool authNameField(const YAML::Node& value, const Origin& at, const std::string& key, Diagnostics& diag,
+                   std::string* out) {
+  auto s = scalarOf(value, at, key, "a name", diag);
+  if (!s) return false;
+  if (!validAuthName(s->text)) {
+    diag.error(at, key, "\"" + s->text + "\" must be 1 to 64 characters of A-Z a-z 0-9 . _ @ -");
+    return false;
+  }
+  *out = s->text;
+  return true;
+}
+
+template <class T>
+bool unsignedField(const YAML::Node& value, const Origin& at, const std::string& key, std::uint64_t hi,
+                   Diagnostics& diag, T* out) {
+  auto s = scalarOf(value, at, key, "an integer", diag);
+  if (!s) return false;
+  std::string why;
+  auto v = parseUnsigned(*s, 0, hi, &why);
+  if (!v) {
+    diag.error(at, key, why);
+    return false;
+  }
+  *out = static_cast<T>(*v);
+  return true;
+}
+
+constexpr std::uint64_t kMaxObjectsQuota = 0xffffffffu;
+constexpr std::uint64_t kMaxPrincipalConnections = 1048576;
+
+struct PermissionWord {
+  std::string_view word;
+  std::uint8_t bit;
+};
+constexpr PermissionWord kPermissionWords[] = {
+    {"read", kPermissionRead}, {"write", kPermissionWrite}, {"delete", kPermissionDelete}};
+
+template <class S, class E>
+class RecordListKey : public FieldKey<S, std::vector<E>> {
+ public:
+  RecordListKey(Section<S> section, std::vector<E> S::*field, std::string_view path, std::string_view type,
+                std::size_t max_count, Reload reload, std::string_view description)
+      : FieldKey<S, std::vector<E>>(section, field, path, type, "", reload, description), max_(max_count) {}
+
+  bool parse(const YAML::Node& value, const Origin& at, Config& cfg, ConfigOrigins& origins,
+             Diagnostics& diag) const override {
+    const std::string key(this->path());
+    if (!value.IsSequence()) {
+      diag.error(
+          at, key,
+          "expected a list of " + std::string(pluralName()) + " (each a mapping), got " + describe(value));
+      return false;
+    }
+    std::vector<E> items;
+    std::vector<Origin> where;
+    std::map<std::string, std::size_t> first_at;  // name -> list position
+    bool ok = true;
+    std::size_t index = 0;
+    for (const auto& item : value) {
+      const Origin item_at = originOf(at, item);
+      const std::string item_key = key + "[" + std::to_string(index++) + "]";
+      if (!item.IsMap()) {
+        diag.error(item_at, item_key, "expected a mapping (name: ...), got " + describe(item));
+        ok = false;
+        continue;
+      }
+      std::optional<E> e = parseRecord(item, item_at, item_key, diag);
+      if (!e) {
+        ok = false;
+        continue;
+      }
+      if (auto [pos, fresh] = first_at.emplace(e->name, index - 1); !fresh) {
+        diag.error(
+            item_at, item_key + ".name",
+            "\"" + e->name + "\" is already named by " + key + "[" + std::to_string(pos->second) + "]");
+        ok = false;
+        continue;
+      }
+      items.push_back(std::move(*e));
+      where.push_back(item_at);
+    }
+    if (ok && items.size() > max_) {
+      diag.error(at, key,
+                 "has " + std::to_string(items.size()) + " entries; at most " + std::to_string(max_));
+      ok = false;
+    }
+    if (!ok) return false;
+    this->commit(cfg, origins, at, std::move(items));
+    for (std::size_t i = 0; i < where.size(); ++i) origins.setElement(key, i, where[i]);
+    return true;
+  }
+  void emitValue(YAML::Emitter& out, const Config& cfg) const override {
+    out << YAML::Flow << YAML::BeginSeq;
+    for (const E& e : this->get(cfg)) {
+      out << YAML::Flow << YAML::BeginMap;
+      emitRecord(out, e);
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
+
+ protected:
+  std::size_t maxCount() const { return max_; }
+  virtual std::string_view pluralName() const = 0;
+  virtual std::optional<E> parseRecord(const YAML::Node& item, const Origin& at, const std::string& item_key,
+                                       Diagnostics& diag) const = 0;
+  virtual void emitRecord(YAML::Emitter& out, const E& e) const = 0;
+
+ private:
+  std::size_t max_;
+};
+
+template <class S>
+class TenantListKey final : public RecordListKey<S, TenantConfig> {
+ public:
+  using RecordListKey<S, TenantConfig>::RecordListKey;
+  std::string range() const override {
+    return "at most " + std::to_string(this->maxCount()) +
+           " of {name, max_bytes, max_objects}; names unique, 1-64 of [A-Za-z0-9._@-]";
+  }
+
+ protected:
+  std::string_view pluralName() const override { return "tenants"; }
+  std::optional<TenantConfig> parseRecord(const YAML::Node& item, const Origin& at,
+                                          const std::string& item_key, Diagnostics& diag) const override {
+    TenantConfig t;
+    const bool ok = walkRecord(
+        item, at, item_key, {{"name", true}, {"max_bytes", false}, {"max_objects", false}}, diag,
+        [&](const std::string& field, const YAML::Node& v, const Origin& v_at, const std::string& k) {
+          if (field == "name") return authNameField(v, v_at, k, diag, &t.name);
+          if (field == "max_objects")
+            return unsignedField(v, v_at, k, kMaxObjectsQuota, diag, &t.max_objects);
+          auto s = scalarOf(v, v_at, k, "a size", diag);
+          if (!s) return false;
+          std::string why;
+          auto bytes = parseSize(*s, &why);
+          if (!bytes) {
+            diag.error(v_at, k, why);
+            return false;
+          }
+          t.max_bytes = *bytes;
+          return true;
+        });
+    if (!ok) return std::nullopt;
+    return t;
+  }
+  void emitRecord(YAML::Emitter& out, const TenantConfig& t) const override {
+    out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << t.name;
+    out << YAML::Key << "max_bytes" << YAML::Value << t.max_bytes;
+    out << YAML::Key << "max_objects" << YAML::Value << t.max_objects;
+  }
+};
+
+template <class S>
+class PrincipalListKey final : public RecordListKey<S, PrincipalConfig> {
+ public:
+  using RecordListKey<S, PrincipalConfig>::RecordListKey;
+  std::string range() const override {
+    return "at most " + std::to_string(this->maxCount()) +
+           " of {name, tenant, permissions: [read, write, delete], max_connections}; names unique";
+  }
+
+ protected:
+  std::string_view pluralName() const override { return "principals"; }
+  std::optional<PrincipalConfig> parseRecord(const YAML::Node& item, const Origin& at,
+                                             const std::string& item_key, Diagnostics& diag) const override {
+    PrincipalConfig p;
+    const bool ok = walkRecord(
+        item, at, item_key,
+        {{"name", true}, {"tenant", true}, {"permissions", true}, {"max_connections", false}}, diag,
+        [&](const std::string& field, const YAML::Node& v, const Origin& v_at, const std::string& k) {
+          if (field == "name") return authNameField(v, v_at, k, diag, &p.name);
+          if (field == "tenant") return authNameField(v, v_at, k, diag, &p.tenant);
+          if (field == "max_connections") {
+            return unsignedField(v, v_at, k, kMaxPrincipalConnections, diag, &p.max_connections);
+          }
+          return permissions(v, v_at, k, diag, &p.permissions);
+        });
+    if (!ok) return std::nullopt;
+    return p;
+  }
+  void emitRecord(YAML::Emitter& out, const PrincipalConfig& p) const override {
+    out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << p.name;
+    out << YAML::Key << "tenant" << YAML::Value << YAML::DoubleQuoted << p.tenant;
+    out << YAML::Key << "permissions" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const PermissionWord& w : kPermissionWords) {
+      if ((p.permissions & w.bit) != 0) out << std::string(w.word);
+    }
+    out << YAML::EndSeq;
+    out << YAML::Key << "max_connections" << YAML::Value << p.max_connections;
+  }
+
+ private:
+  static bool permissions(const YAML::Node& v, const Origin& at, const std::string& key, Diagnostics& diag,
+                          std::uint8_t* out) {
+    if (!v.IsSequence()) {
+      std::string msg = "expected a list of read, write, delete, got " + describe(v);
+      if (v.IsScalar()) msg += " (write [" + v.Scalar() + "])";
+      diag.error(at, key, msg);
+      return false;
+    }
+    std::vector<std::string_view> words;
+    for (const PermissionWord& w : kPermissionWords) words.push_back(w.word);
+    std::uint8_t mask = 0;
+    bool ok = true;
+    std::size_t index = 0;
+    for (const auto& item : v) {
+      const Origin item_at = originOf(at, item);
+      const std::string item_key = key + "[" + std::to_string(index++) + "]";
+      auto s = scalarOf(item, item_at, item_key, "read, write or delete", diag);
+      if (!s) {
+        ok = false;
+        continue;
+      }
+      const auto w = std::find_if(std::begin(kPermissionWords), std::end(kPermissionWords),
+                                  [&](const PermissionWord& pw) { return pw.word == s->text; });
+      if (w == std::end(kPermissionWords)) {
+        std::string msg = "\"" + s->text + "\" is not a permission; the permissions are read, write, delete";
+        if (std::string near = closestMatch(s->text, words); !near.empty())
+          msg += " (did you mean " + near + "?)";
+        diag.error(item_at, item_key, msg);
+        ok = false;
+        continue;
+      }
+      if ((mask & w->bit) != 0) {
+        diag.error(item_at, item_key, "\"" + s->text + "\" is listed twice");
+        ok = false;
+        continue;
+      }
+      mask = static_cast<std::uint8_t>(mask | w->bit);
+    }
+    if (ok) *out = mask;
+    return ok;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------
 // String and integer rules.
 
 std::string powerOfTwo(std::uint64_t v) {
@@ -679,6 +997,12 @@ std::string radosNamespaceRule(std::string_view s) {
   if (s.size() > 255) return "is longer than 255 bytes";
   if (hasControlChar(s)) return "contains a control character";
   return {};
+}
+
+// Empty (no secrets file: only valid without principals) or an absolute path.
+std::string secretsFileRule(std::string_view s) {
+  if (s.empty()) return {};
+  return cephPathRule(s);
 }
 
 RadosConfig& radosSection(Config& c) {
@@ -884,6 +1208,27 @@ class Table {
                                         "requests", 1u, 100000u, L,
                                         "connection requests one source address may make at once "
                                         "(token bucket size)");
+    add<EnumKey<Se, Authentication>>(
+        &Config::security, &Se::authentication, "security.authentication",
+        std::vector<Authentication>{Authentication::kRequired, Authentication::kOff}, L,
+        "required: every connection authenticates as a principal before any "
+        "request; off: any admitted peer may do anything (warned at every start)");
+    add<UnsignedKey<Se, std::uint32_t>>(&Config::security, &Se::auth_timeout_ms, "security.auth_timeout_ms",
+                                        "ms", 100u, 600000u, L,
+                                        "a connection that has not authenticated this long after it was "
+                                        "established is closed");
+    add<StringKey<Se>>(&Config::security, &Se::secrets_file, "security.secrets_file", L,
+                       "empty or an absolute path",
+                       "YAML file of principal secrets (secrets: {name: \"hex:...\"}); mode 0600 or "
+                       "narrower; re-read on every SIGHUP",
+                       secretsFileRule);
+    add<TenantListKey<Se>>(&Config::security, &Se::tenants, "security.tenants", "list of tenants",
+                           kMaxTenants, L,
+                           "key namespaces with quotas; max_bytes and max_objects 0 or absent: unlimited");
+    add<PrincipalListKey<Se>>(&Config::security, &Se::principals, "security.principals", "list of principals",
+                              kMaxPrincipals, L,
+                              "who may connect: tenant, permissions, max_connections (0 or absent: "
+                              "unlimited); each needs a secret in secrets_file");
 
     add<EnumKey<Lg, LogLevel>>(&Config::logging, &Lg::level, "logging.level",
                                std::vector<LogLevel>{LogLevel::kTrace, LogLevel::kDebug, LogLevel::kInfo,

@@ -271,6 +271,29 @@ void checkStore(Checker& k) {
   }
 }
 
+// A principal's tenant must be a listed tenant; principals need a secrets file to take their secrets from
+// (which secrets it holds is checked when the daemon reads it: --check-config may run where it is not).
+void checkSecurity(Checker& k) {
+  const SecurityConfig& s = k.c().security;
+  if (k.usable({"security.principals", "security.tenants"})) {
+    std::set<std::string_view> tenants;
+    for (const TenantConfig& t : s.tenants) tenants.insert(t.name);
+    for (std::size_t i = 0; i < s.principals.size(); ++i) {
+      const PrincipalConfig& p = s.principals[i];
+      if (tenants.count(p.tenant) != 0) continue;
+      k.reportAt(k.origins().ofElement("security.principals", i),
+                 "security.principals[" + std::to_string(i) + "].tenant",
+                 "\"" + p.tenant + "\" is not a tenant in security.tenants (principal \"" + p.name + "\")");
+    }
+  }
+  if (k.usable({"security.principals", "security.secrets_file", "security.authentication"}) &&
+      s.authentication_required() && !s.principals.empty() && s.secrets_file.empty()) {
+    k.conflict("security.secrets_file", "security.principals",
+               "is empty, but {other} lists principals whose secrets it must hold",
+               "lists principals, but security.secrets_file is empty: name the file holding their secrets");
+  }
+}
+
 }  // namespace
 
 void validateInto(const Config& config, const ConfigOrigins& origins, const HostFacts& host,
@@ -282,6 +305,7 @@ void validateInto(const Config& config, const ConfigOrigins& origins, const Host
   checkProtocol(k);
   checkStore(k);
   checkTelemetry(k);
+  checkSecurity(k);
 }
 
 void sortErrors(std::vector<ConfigError>& errors) {

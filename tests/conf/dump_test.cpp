@@ -243,7 +243,8 @@ TEST(Schema, LiveKeysAreTheOnesTheIssueNames) {
                         "protocol.bulk_timeout_ms",
                         "telemetry.core_stall_ms", "security.allowed_clients",
                         "security.connections_per_source", "security.connect_rate", "security.connect_burst",
-                        "logging.level", "faults.rules"));
+                        "security.authentication", "security.auth_timeout_ms", "security.secrets_file",
+                        "security.tenants", "security.principals", "logging.level", "faults.rules"));
 }
 
 TEST(Schema, SectionsInFileOrder) {
