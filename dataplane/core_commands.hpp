@@ -23,6 +23,7 @@ void CoreLoop<B, S>::on_adopt_st(ConnHandle h) noexcept {
   }
   c.credits.emplace(c.credit_cfg, std::span<std::uint16_t>(c.links), now_);
   c.state = CoreConnState::kOwned;
+  if (c.auth == AuthState::kAwaiting) c.auth_deadline_tsc = now_ + auth_timeout_tsc_;
   c.owned_index = static_cast<std::uint32_t>(owned_.size());
   owned_.push_back(&c);
   ++cnt_.adopted;
@@ -94,6 +95,8 @@ bool CoreLoop<B, S>::post_drain_st(CoreConn& c) noexcept {
 // period has passed. When every connection is idle (quiesce_idle_st) the core sets res.quiesced.
 // kQuiesce 0 resumes.
 //
+// kAuthTimeoutUs applies to connections adopted from then on (one awaiting AUTH keeps its deadline).
+//
 // kKeepaliveIntervalUs / kPeerDeadTimeoutUs (SIGHUP reload): every owned connection takes the new time at
 // once. A connection control sets up later carries it in its credit config; one already on its way (its
 // ADOPT ahead of this CONFIG in the ring) is owned by the time this runs, so none keeps the old time.
@@ -126,6 +129,13 @@ void CoreLoop<B, S>::on_config_st(ConfigKey k, std::uint64_t v) noexcept {
     case ConfigKey::kBulkTimeoutUs:
       if (v == 0) break;  // every transfer keeps a deadline
       bulk_timeout_tsc_ = us_to_tsc(v, tsc_hz_);
+      return;
+    case ConfigKey::kAuthTable:  // core_auth.hpp: re-resolves (or revokes) every authenticated connection
+      apply_auth_table_st(reinterpret_cast<const AuthTable*>(static_cast<std::uintptr_t>(v)));
+      return;
+    case ConfigKey::kAuthTimeoutUs:
+      if (v == 0) break;  // every connection that must authenticate keeps a deadline
+      auth_timeout_tsc_ = us_to_tsc(v, tsc_hz_);
       return;
     default:
       break;
@@ -252,6 +262,8 @@ void CoreLoop<B, S>::timers_st() noexcept {
               static_cast<std::uint32_t>(std::min<std::uint64_t>(ms, UINT32_MAX)));
       continue;
     }
+    if (c.auth != AuthState::kOpen && auth_expired_st(c)) [[unlikely]]
+      continue;  // failed: removed owned_[i]
     if (c.credits->wants_noop(now_)) mark_dirty_st(c);
     ++i;
   }

@@ -30,6 +30,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "dataplane/auth_table.hpp"
 #include "dataplane/backend/backend.hpp"
 #include "dataplane/handoff_commands.hpp"
 #include "protocol/credit_machine.hpp"
@@ -194,6 +195,17 @@ struct ServiceConnState {
   alignas(kAlign) std::byte bytes_[kBytes] = {};
 };
 
+// Where a connection stands in authentication (docs/protocol.md §11). The passive side only: control sets
+// kAwaiting before ADOPT when the session says auth_required; every other connection is open from the start,
+// so authentication costs it one compare per received message (CoreLoop::dispatch_st).
+enum class AuthState : std::uint8_t {
+  kOpen = 0,      // authenticated, or no authentication on this connection: messages go to the service
+  kAwaiting = 1,  // only NOOP and one AUTH are taken, until auth_deadline_tsc (then FAILED kAuthTimeout)
+  kDenied = 2,    // the AUTH was refused and answered so: once the answer's send completed (or at
+                  // auth_deadline_tsc) the core reports FAILED kAuthDenied; what the peer sends meanwhile is
+                  // dropped
+};
+
 struct CoreConn {
   // ---- set by control before the first receive is posted; read-only afterwards ----
   ConnHandle handle{};        // what the core names in CLOSED/FAILED
@@ -219,9 +231,23 @@ struct CoreConn {
   // ---- set by control before ADOPT (the ring's release/acquire publishes them) ----
   protocol::Session session{};
   protocol::CreditConfig credit_cfg{};
+  AuthState auth = AuthState::kOpen;  // set with the session (kAwaiting or kOpen); from ADOPT the core's
 
   // ---- core ----
   CoreConnState state = CoreConnState::kPosted;
+  // Authentication (what the service reads; copied at AUTH so its hot path chases no pointer): the
+  // principal in the core's current AuthTable (repointed when a new table is applied; null: not
+  // authenticated, auth off, or the connection left the owned list, after which its table may be freed),
+  // its tenant's namespace id (0: no authentication) and its Permission mask (kPermAll: auth off).
+  const PrincipalEntry* principal = nullptr;
+  std::uint16_t tenant_id = 0;
+  std::uint8_t perms = kPermAll;
+  std::uint8_t auth_denied_status = 0;  // kDenied: the protocol::auth::AuthStatus answered
+  std::uint64_t auth_deadline_tsc = 0;  // kAwaiting / kDenied: the TSC time the timers end the connection
+  // The usage object this connection is counted in (PrincipalUsage::connections): the per-name object of
+  // the process, not of a table, so it stays valid after any table swap. Released when the connection
+  // leaves the owned list.
+  PrincipalUsage* auth_usage = nullptr;
   std::uint32_t rx_posted = 0;  // receives the device holds (set by control when it posts them)
   std::optional<protocol::CreditMachine> credits;
   std::vector<std::uint16_t> links;     // credit machine queue links, one per tx descriptor
@@ -282,6 +308,9 @@ inline constexpr std::uint32_t kCreditStatusBase = 0x100;
 inline constexpr std::uint32_t kUnexpectedStatusBase = 0x200;
 inline constexpr std::uint32_t kProtocolStatusEnd = 0x300;  // statuses control counts by value
 
+// CoreCounters::auth_denied slots: one per protocol::auth::AuthStatus value an answer can carry.
+inline constexpr std::size_t kAuthStatusSlots = 3;
+
 // Plain per-core counters. Only the owning core writes them; readers tolerate torn/stale values.
 struct CoreCounters {
   std::uint64_t polls = 0;
@@ -326,6 +355,18 @@ struct CoreCounters {
   std::uint64_t bulk_timeouts = 0;
   // Error completions the peer caused, by class (also counted in completions_error).
   std::array<std::uint64_t, kPeerFaultCount> peer_faults{};
+  // Authentication (passive side, docs/protocol.md §11): AUTHs answered ok; AUTHs refused, by the status
+  // answered (protocol::auth::AuthStatus: [1] denied, [2] connection_limit; [0] stays 0); messages other than
+  // NOOP and AUTH before authentication, and second AUTHs (each fails its connection kProtocol); connections
+  // with no AUTH before their deadline; authenticated connections a new table revoked (principal gone, tenant
+  // changed, permissions narrowed), and unauthenticated ones revoked because the new table requires
+  // authentication.
+  std::uint64_t auth_ok = 0;
+  std::array<std::uint64_t, kAuthStatusSlots> auth_denied{};
+  std::uint64_t auth_unauthenticated = 0;
+  std::uint64_t auth_timeouts = 0;
+  std::uint64_t revoked_principal = 0;
+  std::uint64_t revoked_unauthenticated = 0;
 };
 
 // QP number -> connection, for the receives of a core's shared receive queue: an open-addressing table of

@@ -15,6 +15,7 @@
 //   core_send.hpp      the send path: encode once after the credit decision, stage, flush
 //   core_bulk.hpp      the bulk-transfer engine: chunk queue, RDMA READ/WRITE, their completions
 //   core_commands.hpp  control's commands (ADOPT, CLOSE, CONFIG), quiesce, keepalive and dead-peer timers
+//   core_auth.hpp      the authentication gate (AUTH before anything else), table swaps and revocation
 //
 // Every method ending in _st runs on the core's own lcore (docs/design.md "Naming").
 
@@ -64,6 +65,7 @@ class CoreLoop {
     check_mask_ = res.config().check_every - 1;
     timer_mask_ = std::max(kTimerEvery, res.config().check_every) - 1;
     bulk_timeout_tsc_ = us_to_tsc(res.config().bulk_timeout_us, tsc_hz_);
+    auth_timeout_tsc_ = us_to_tsc(res.config().auth_timeout_us, tsc_hz_);
   }
   CoreLoop(const CoreLoop&) = delete;
   CoreLoop& operator=(const CoreLoop&) = delete;
@@ -171,6 +173,9 @@ class CoreLoop {
   bool send_st(CoreConn& c, protocol::MessageType type, std::uint16_t opcode, std::uint64_t cookie,
                std::span<const std::uint8_t> payload, std::uint32_t status = 0, std::uint32_t byte_count = 0,
                const protocol::Chunk* chunk = nullptr) noexcept;
+  // The same for a message the caller built whole (protocol::make_auth_message / make_auth_answer): the same
+  // checks, credits and fault rules.
+  bool send_built_st(CoreConn& c, protocol::Message m) noexcept;
 
   // Bulk transfers (core_bulk.hpp has the rules: one per connection, every started one ends exactly once).
   bool bulk_read_st(CoreConn& c, const ChunkRequest& req, std::uint8_t* dst, std::uint32_t lkey) noexcept;
@@ -340,6 +345,13 @@ class CoreLoop {
         if (t != 0 && (ticks == 0 || t < ticks)) ticks = t;
       }
     }
+    for (const CoreConn* c : owned_) {  // an AUTH deadline; a denied connection waits for its answer's send
+      if (c->auth == AuthState::kOpen) continue;
+      const std::uint64_t t = c->auth == AuthState::kDenied || c->auth_deadline_tsc <= now_
+                                  ? std::max<std::uint64_t>(tsc_hz_ / 250, 1)
+                                  : c->auth_deadline_tsc - now_;
+      if (ticks == 0 || t < ticks) ticks = t;
+    }
     if (quiescing_ && !res_.quiesced.load(std::memory_order_relaxed)) {
       const std::uint64_t quiet = tsc_hz_ / 1000 * kQuietMs;
       if (ticks == 0 || quiet < ticks) ticks = quiet;
@@ -496,6 +508,12 @@ class CoreLoop {
   }
 
   void dispatch_st(CoreConn& c, const protocol::Message& m) noexcept {
+    // The one branch authentication costs a connection that is open (auth off, or authenticated).
+    if (c.auth != AuthState::kOpen) [[unlikely]] {
+      auth_gate_st(c, m);
+      mark_dirty_st(c);  // its buffer's re-post, and an answer
+      return;
+    }
     if (quiescing_ && is_request(m.type)) [[unlikely]] {
       // A request that arrives now is not started; the requester gets a clear answer.
       ++cnt_.quiesce_refused;
@@ -520,8 +538,27 @@ class CoreLoop {
       case protocol::MessageType::kWriteChunkRequest:
         queue_chunk_st(c, m);
         break;
+      case protocol::MessageType::kAuthAnswer:
+        // The initiator's service authenticates (it sent the AUTH); any other service never asked.
+        if constexpr (requires(Service& s) { s.on_auth_answer_st(*this, c, m); }) {
+          svc_.on_auth_answer_st(*this, c, m);
+        } else {
+          unexpected_st(c, m);
+        }
+        break;
+      case protocol::MessageType::kAuth:
+        // An open connection takes none: authentication is off, or this is a second AUTH.
+        if (c.principal != nullptr) ++cnt_.auth_unauthenticated;
+        unexpected_st(c, m);
+        break;
     }
     mark_dirty_st(c);
+  }
+
+  // A message type this connection does not take now: a protocol violation.
+  void unexpected_st(CoreConn& c, const protocol::Message& m) noexcept {
+    ++cnt_.errors[static_cast<std::size_t>(CoreError::kUnexpected)];
+    fail_st(c, FailureKind::kProtocol, kUnexpectedStatusBase + static_cast<std::uint32_t>(m.type));
   }
 
   // receive_st with fault rules installed: a delayed message is held (its buffer, and so the peer's credit,
@@ -603,6 +640,13 @@ class CoreLoop {
       owned_.pop_back();
     }
     c.owned_index = UINT32_MAX;
+    // A table swap re-resolves owned connections only: a principal here could outlive its table. The
+    // connection no longer counts against its principal's limit either.
+    c.principal = nullptr;
+    if (c.auth_usage != nullptr) {
+      c.auth_usage->connections.fetch_sub(1, std::memory_order_acq_rel);
+      c.auth_usage = nullptr;
+    }
   }
 
   // ---- receive path (core_send.hpp): a receive queue per connection, or the core's shared one ----
@@ -643,6 +687,13 @@ class CoreLoop {
   void end_bulk_st(CoreConn& c) noexcept;
   void unposted_rdma_st(CoreConn& c, std::uint16_t fifo_entry) noexcept;
 
+  // ---- authentication (core_auth.hpp) ----------------------------------------------------------------
+  void auth_gate_st(CoreConn& c, const protocol::Message& m) noexcept;
+  void authenticate_st(CoreConn& c, const protocol::Message& m) noexcept;
+  bool auth_expired_st(CoreConn& c) noexcept;
+  void apply_auth_table_st(const AuthTable* t) noexcept;
+  std::uint32_t still_allowed_st(CoreConn& c, const AuthTable* t) noexcept;
+
   // ---- commands, quiesce, timers (core_commands.hpp) -------------------------------------------------
   void drain_completed_st(CoreConn& c, const Completion& wc) noexcept;
   bool post_drain_st(CoreConn& c) noexcept;
@@ -674,6 +725,7 @@ class CoreLoop {
   bool quiescing_ = false;
   std::uint64_t last_refusal_ = 0;
   std::uint64_t bulk_timeout_tsc_ = 0;  // CoreConfig::bulk_timeout_us (CONFIG kBulkTimeoutUs), in TSC ticks
+  std::uint64_t auth_timeout_tsc_ = 0;  // CoreConfig::auth_timeout_us (CONFIG kAuthTimeoutUs), in TSC ticks
   bool cq_lost_ = false;                // ToCore kCqLost seen
   bool cq_lost_answered_ = false;       // and answered (kCqLost), once the loop stopped polling
   // Caller-driven progress only.
@@ -685,6 +737,7 @@ class CoreLoop {
 
 }  // namespace rdmagate::dataplane
 
+#include "dataplane/core_auth.hpp"      // IWYU pragma: export
 #include "dataplane/core_bulk.hpp"      // IWYU pragma: export
 #include "dataplane/core_commands.hpp"  // IWYU pragma: export
 #include "dataplane/core_send.hpp"      // IWYU pragma: export

@@ -26,6 +26,11 @@ std::unique_ptr<CoreResources> CoreResources::create(unsigned index, const CoreC
              ": protocol.bulk_timeout_ms is 0: every bulk transfer needs a deadline";
     return nullptr;
   }
+  if (cfg.auth_timeout_us == 0) {
+    *error = "core " + std::to_string(index) +
+             ": security.auth_timeout_ms is 0: a connection that must authenticate needs a deadline";
+    return nullptr;
+  }
   if (cfg.max_conns == 0 || cfg.max_conns > kMaxConnsPerCore || cfg.rx_per_conn == 0 ||
       cfg.tx_per_conn == 0 || cfg.buf_size < 64 || cfg.check_every == 0 || cfg.check_every > kMaxCheckEvery ||
       !std::has_single_bit(cfg.check_every)) {
@@ -243,6 +248,13 @@ void init_core_conn(CoreConn& cc, CoreResources& core, int slot, const CoreConnS
   cc.bulk_size = cfg.bulk_bytes_per_conn;
   cc.rkey = setup.hand_out_rkey ? core.rkey() : 0;  // the passive side never hands out a key
   cc.rd_depth = setup.rd_depth;
+  // cc.auth is control's, set with the session (which comes first on the passive side).
+  cc.principal = nullptr;
+  cc.tenant_id = 0;
+  cc.perms = kPermAll;
+  cc.auth_denied_status = 0;
+  cc.auth_deadline_tsc = 0;
+  cc.auth_usage = nullptr;
   cc.generation = core.next_generation();
 }
 

@@ -83,6 +83,9 @@ struct CoreConfig {
   // protocol.bulk_timeout_ms: an RDMA READ/WRITE chain still on the device this long after it started fails
   // its connection (FailureKind::kBulkTimeout). Never 0 (create refuses it): every transfer has a deadline.
   std::uint64_t bulk_timeout_us = 5'000'000;
+  // security.auth_timeout_ms: a connection control marks AuthState::kAwaiting must send AUTH this long after
+  // ADOPT at the latest, or it fails (FailureKind::kAuthTimeout). Never 0 (create refuses it).
+  std::uint64_t auth_timeout_us = 5'000'000;
   // Non-null: the CQ reports to this completion channel once armed (a core that sleeps when idle; the
   // backend must support it, DeviceBackend::create_armable_cq).
   ibv_comp_channel* cq_channel = nullptr;
@@ -162,6 +165,11 @@ class CoreResources {
   // Fault-injection rules and their counters (docs/faults.md): the core writes; control reads the counters
   // and the applied generation (atomics) to publish them and to free rule tables no core uses any more.
   CoreFaults faults{};
+  // Authentication (CONFIG kAuthTable): the table the core checks AUTH against (the core's alone; null: none
+  // yet, every AUTH is denied), and the generation of the last table it applied, stored (release) once it
+  // re-resolved its connections against it: control frees a table only when every core applied a later one.
+  const AuthTable* auth_table = nullptr;
+  std::atomic<std::uint64_t> auth_applied{0};
   // The core's telemetry block: set by control before launch_cores (it must outlive the loop); null: the
   // core publishes nothing. The core copies `counters` into it about once per millisecond.
   telemetry::CoreStats* stats = nullptr;

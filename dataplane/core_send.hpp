@@ -25,6 +25,12 @@ bool CoreLoop<B, S>::send_st(CoreConn& c, protocol::MessageType type, std::uint1
   m.payload = payload;
   m.status = status;
   m.byte_count = byte_count;
+  return send_built_st(c, m);
+}
+
+template <typename B, typename S>
+bool CoreLoop<B, S>::send_built_st(CoreConn& c, protocol::Message m) noexcept {
+  if (c.state != CoreConnState::kOwned) return false;
   if (res_.faults.armed()) [[unlikely]]
     return faulted_send_st(c, m);  // docs/faults.md
   return send_message_st(c, m);

@@ -60,8 +60,12 @@ enum class CloseReason : std::uint8_t {
   kPeerFault = 19,    // an error completion the peer caused (FAILED kPeerFault: bad rkey, RNR retries...)
   kBulkTimeout = 20,  // an RDMA READ/WRITE chain passed protocol.bulk_timeout_ms (FAILED kBulkTimeout)
   kCqError = 21,      // the core's CQ went to error (IBV_EVENT_CQ_ERR): every connection of the core
+  kAuthDenied = 22,   // the peer's AUTH was refused and answered so (FAILED kAuthDenied)
+  kAuthTimeout = 23,  // no AUTH within security.auth_timeout_ms of ADOPT (FAILED kAuthTimeout)
+  kRevoked = 24,      // a reload took away what the connection was admitted for (its principal's rights, or
+                      // its source in allowed_clients)
 };
-inline constexpr std::uint8_t kCloseReasonCount = 22;
+inline constexpr std::uint8_t kCloseReasonCount = 25;
 
 // What went wrong when a core reports FAILED. The core keeps ownership after FAILED; control answers with
 // CLOSE.
@@ -72,7 +76,18 @@ enum class FailureKind : std::uint8_t {
   kPeerFault = 4,    // an error completion the peer caused (dataplane::PeerFault); status = ibv_wc_status
   kBulkTimeout = 5,  // an RDMA READ/WRITE chain passed protocol.bulk_timeout_ms; status = its age in ms
   kCqError = 6,      // the core lost its CQ (ToCore kCqLost); status = 0
+  kAuthDenied = 7,   // the peer's AUTH was refused, and the answer went out first; status = the
+                     // protocol::auth::AuthStatus answered (1 denied, 2 connection_limit), or 0 when an ok
+                     // answer could not be sent (an engine fault, counted by the send path)
+  kAuthTimeout = 8,  // no AUTH within the auth timeout of ADOPT; status = 0
+  kRevoked = 9,      // a new AuthTable (CONFIG kAuthTable) revoked the connection; status = kRevokedPrincipal
+                     // or kRevokedUnauthenticated
 };
+
+// FAILED kRevoked statuses: the principal is gone, its tenant changed or its rights narrowed; or the table
+// requires authentication and the connection was admitted without it.
+inline constexpr std::uint32_t kRevokedPrincipal = 0;
+inline constexpr std::uint32_t kRevokedUnauthenticated = 1;
 
 // Runtime settings control can change on a running core. Values are plain integers so a CONFIG fits in one
 // slot; anything bigger than 64 bits does not belong on this path.
@@ -83,6 +98,12 @@ enum class ConfigKey : std::uint16_t {
   kBulkTimeoutUs = 5,  // protocol.bulk_timeout_ms, in us: the deadline of every RDMA READ/WRITE chain (> 0)
   kFaultTable = 6,     // fault-injection rules (docs/faults.md): the address of an immutable
                     // dataplane::FaultTable control keeps alive until every core applied a later one; 0: none
+  kAuthTable = 7,      // principals and tenants (dataplane/auth_table.hpp): the address of an immutable
+                       // AuthTable control keeps alive until every core applied a later one (the core stores
+                       // its generation in CoreResources::auth_applied); 0: none (every AUTH is denied,
+                       // every authenticated connection revoked)
+  kAuthTimeoutUs = 8,  // security.auth_timeout_ms, in us (> 0): connections adopted from now on must send
+                       // AUTH within it
 };
 
 // control -> core.
@@ -179,6 +200,12 @@ constexpr CloseReason close_reason_for(FailureKind k) noexcept {
       return CloseReason::kBulkTimeout;
     case FailureKind::kCqError:
       return CloseReason::kCqError;
+    case FailureKind::kAuthDenied:
+      return CloseReason::kAuthDenied;
+    case FailureKind::kAuthTimeout:
+      return CloseReason::kAuthTimeout;
+    case FailureKind::kRevoked:
+      return CloseReason::kRevoked;
   }
   return CloseReason::kCompletionError;
 }
@@ -229,6 +256,12 @@ constexpr std::string_view to_string(CloseReason r) noexcept {
       return "bulk timeout";
     case CloseReason::kCqError:
       return "cq error";
+    case CloseReason::kAuthDenied:
+      return "auth denied";
+    case CloseReason::kAuthTimeout:
+      return "auth timeout";
+    case CloseReason::kRevoked:
+      return "revoked";
   }
   return "unknown";
 }

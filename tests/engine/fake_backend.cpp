@@ -748,6 +748,8 @@ std::size_t FakePeer::poll() {
       r.status = m.status;
       r.byte_count = m.byte_count;
       r.payload.assign(m.payload.begin(), m.payload.end());
+      r.auth_status = m.auth_status;
+      r.auth_proof = m.auth_proof;
       if (m.type != protocol::MessageType::kNoop) inbox.push_back(std::move(r));
       post_recv(i_rx);
       cm_->on_reposted(cls);
@@ -804,7 +806,10 @@ std::unique_ptr<LoopbackConn> LoopbackConn::open(DeviceBackend& dev, FakeDevice&
   s.params = protocol::ConnParams{opt.queue_depth, cfg.buf_size, opt.max_fragments, opt.max_bulk_size};
   s.local_incarnation = 0x6761746500000000ull + opt.incarnation;
   s.peer_incarnation = 0x7065657200000000ull + opt.incarnation;
+  s.auth_required = opt.auth_required;
+  s.gateway_nonce = opt.gateway_nonce;
   cc.session = s;
+  cc.auth = opt.auth_required ? AuthState::kAwaiting : AuthState::kOpen;
   cc.credit_cfg = protocol::CreditConfig{};
   cc.credit_cfg.queue_depth = opt.queue_depth;
   // The peer, its session mirrored, connected before any receive is posted.

@@ -443,6 +443,8 @@ class FakePeer {
     std::uint32_t status = 0;
     std::uint32_t byte_count = 0;
     std::vector<std::uint8_t> payload;
+    std::uint32_t auth_status = 0;     // kAuthAnswer
+    protocol::AuthBytes auth_proof{};  // kAuthAnswer: the gateway proof
   };
   struct Stats {
     std::uint64_t received = 0;  // messages decoded and accepted by the credit machine
@@ -533,6 +535,10 @@ struct LoopbackOptions {
   std::uint32_t peer_tx = 24;         // the peer's send buffers
   std::size_t peer_bulk_bytes = 64 * 1024;
   std::uint64_t incarnation = 1;  // distinguishes the stamps of connections of one test
+  // The session's auth flag and gateway nonce (minor 2); with auth_required the connection is marked
+  // AuthState::kAwaiting, as control marks the passive side of such a session.
+  bool auth_required = false;
+  protocol::AuthBytes gateway_nonce{};
 };
 
 // control/connection.cpp's create_qp + init_core_conn + set_session + post_rx over the fake device, and the
