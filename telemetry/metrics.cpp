@@ -159,6 +159,14 @@ constexpr Table build_table() {
          "Answers (inline responses, completions) a peer sent to the gateway, which never sends requests: "
          "ignored and counted.",
          "type", kUnsolicitedTypeNames);
+  b.rows(
+      "rdmagate_object_refusals_total", kC, Unit::kNone, kSum,
+      "Object requests refused for the tenant: forbidden = the principal lacks the op's permission (GET "
+      "read, "
+      "PUT write, DELETE delete; status 0x105), quota_exceeded = a PUT would take the tenant past "
+      "security.tenants[].max_bytes or max_objects (status 0x106). Neither reaches the store, so neither is "
+      "in rdmagate_store_operations_total.",
+      "reason", kObjectRefusalNames);
   b.row("rdmagate_store_cache_hits_total", kC, Unit::kNone, kSum,
         "GETs answered from the hugepage cache in front of RADOS (store.backend: rados).");
   b.row("rdmagate_store_cache_misses_total", kC, Unit::kNone, kSum, "GETs the cache could not answer: sent to RADOS.");
@@ -223,6 +231,8 @@ static_assert(kTable[static_cast<std::size_t>(auth_failure_stat(1))].labels[0].v
 static_assert(kTable[static_cast<std::size_t>(revoked_stat(1))].labels[0].value == "allowed_clients");
 static_assert(kTable[static_cast<std::size_t>(failure_stat(8))].labels[0].value == "revoked");
 static_assert(kTable[static_cast<std::size_t>(Stat::kUnsolicitedCompletions)].labels[0].value == "completion");
+static_assert(kTable[static_cast<std::size_t>(Stat::kObjectQuotaExceeded)].labels[0].value ==
+              "quota_exceeded");
 static_assert(kTable[static_cast<std::size_t>(Stat::kCacheHits)].name == "rdmagate_store_cache_hits_total");
 static_assert(kTable[static_cast<std::size_t>(Stat::kStoreAllocatedBytes)].name ==
               "rdmagate_store_allocated_bytes");

@@ -64,6 +64,9 @@ inline constexpr std::array<std::string_view, 9> kFailureCauseNames = {
 inline constexpr std::array<std::string_view, 6> kPeerFaultNames = {
     "remote_access", "remote_invalid_request", "remote_operation", "recv_length", "rnr_retry_exceeded",
     "retry_exceeded"};
+// Object requests the object service refused for the connection's tenant (order: Stat::kObjectForbidden,
+// kObjectQuotaExceeded).
+inline constexpr std::array<std::string_view, 2> kObjectRefusalNames = {"forbidden", "quota_exceeded"};
 // Authentication (docs/protocol.md §11). AUTH messages the cores answered, by the status answered (index =
 // protocol::auth::AuthStatus value).
 inline constexpr std::array<std::string_view, 3> kAuthResultNames = {"ok", "denied", "connection_limit"};
@@ -172,6 +175,9 @@ enum class Stat : std::uint16_t {
   kUnsolicitedFirst,  // + kUnsolicitedTypeNames index
   kUnsolicitedInlineResponses = kUnsolicitedFirst,
   kUnsolicitedCompletions,
+  // object requests refused for the tenant before the store (+ kObjectRefusalNames index)
+  kObjectForbidden,
+  kObjectQuotaExceeded,
   // the hugepage cache in front of RADOS (store.backend: rados) and the RADOS backend
   kCacheHits,
   kCacheMisses,
