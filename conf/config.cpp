@@ -1,7 +1,5 @@
 #include "conf/config.hpp"
 
-#include <algorithm>
-
 #include "conf/origins.hpp"
 
 namespace rdmagate::conf {
@@ -76,14 +74,6 @@ std::string_view toString(Authentication v) noexcept {
       return "off";
   }
   return "?";
-}
-
-bool validAuthName(std::string_view name) noexcept {
-  if (name.empty() || name.size() > kMaxAuthNameBytes) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == '@' || c == '-';
-  });
 }
 
 std::string_view toString(LogLevel v) noexcept {

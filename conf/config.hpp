@@ -226,11 +226,9 @@ inline constexpr std::uint8_t kPermissionRead = 1;
 inline constexpr std::uint8_t kPermissionWrite = 2;
 inline constexpr std::uint8_t kPermissionDelete = 4;
 
-// Tenant and principal names: what the AUTH message can carry (docs/protocol.md §11).
-inline constexpr std::size_t kMaxAuthNameBytes = 64;
+// Entries of security.tenants and security.principals; their names follow validAuthName (conf/secrets.hpp).
 inline constexpr std::size_t kMaxTenants = 4096;
 inline constexpr std::size_t kMaxPrincipals = 4096;
-bool validAuthName(std::string_view name) noexcept;  // 1..64 bytes of [A-Za-z0-9._@-]
 
 // One key namespace with its quotas (security.tenants[]).
 struct TenantConfig {

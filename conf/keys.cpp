@@ -8,6 +8,8 @@
 #include <optional>
 #include <utility>
 
+#include "conf/secrets.hpp"
+
 namespace rdmagate::conf::detail {
 namespace {
 

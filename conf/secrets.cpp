@@ -7,9 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
-
-#include "conf/config.hpp"
 
 namespace rdmagate::conf {
 namespace {
@@ -57,6 +56,14 @@ struct WipedText {
 };
 
 }  // namespace
+
+bool validAuthName(std::string_view name) noexcept {
+  if (name.empty() || name.size() > kMaxAuthNameBytes) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '@' || c == '-';
+  });
+}
 
 Secrets::Secrets(std::vector<PrincipalSecret> entries) : entries_(std::move(entries)) {
   std::sort(entries_.begin(), entries_.end(),

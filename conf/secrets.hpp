@@ -16,6 +16,10 @@
 // Error messages name the file, the principal and what is wrong, never a secret's bytes or text.
 namespace rdmagate::conf {
 
+// Tenant and principal names: what the AUTH message can carry (docs/protocol.md §11).
+inline constexpr std::size_t kMaxAuthNameBytes = 64;
+bool validAuthName(std::string_view name) noexcept;  // 1..64 bytes of [A-Za-z0-9._@-]
+
 inline constexpr std::size_t kMinSecretBytes = 16;
 inline constexpr std::size_t kMaxSecretBytes = 64;
 // A secrets file holds a few hundred bytes per principal; anything far bigger is not one.
