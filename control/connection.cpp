@@ -127,6 +127,9 @@ int Connection::create_qp() noexcept {
   setup.rd_depth = static_cast<std::uint16_t>(std::max(1, initiator_depth()));
   setup.hand_out_rkey = lc_.role() == Role::kActive;
   dataplane::init_core_conn(cc_, core, slot_, setup);
+  // The acceptor gates what a peer may send until it authenticated (docs/protocol.md §11); the initiator's
+  // session says auth_required too, but its client service runs the exchange, not the core's gate.
+  if (lc_.role() == Role::kPassive && cc_.session.auth_required) cc_.auth = dataplane::AuthState::kAwaiting;
   cc_.peer_ip = dataplane::fault_peer_ip(rdma_get_peer_addr(cm_id_));  // what fault rules match (docs/faults.md)
   cc_.handle = handle();
   eng_.by_qp_[cc_.qp_num] = this;

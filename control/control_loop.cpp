@@ -21,6 +21,7 @@
 #include "control/engine.hpp"
 #include "dataplane/backend/backend_factory.hpp"
 #include "dataplane/core_sleep_verbs.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/incarnation.hpp"
 
 namespace rdmagate::control {
@@ -144,6 +145,7 @@ RetryHint retry_for(protocol::RejectReason r) {
     case protocol::RejectReason::kRace:
     case protocol::RejectReason::kBadPrivateData:
     case protocol::RejectReason::kBadConnParam:
+    case protocol::RejectReason::kAuthRequired:
       return RetryHint::kNever;
     default:
       return RetryHint::kBackoff;
@@ -650,9 +652,24 @@ void Engine::on_connect_request_st(rdma_cm_id* child, const std::vector<std::uin
   ++counters_.connect_requests;
   const sockaddr* peer_sa = rdma_get_peer_addr(child);
   const std::string peer = addr_string(peer_sa);
-  const protocol::AcceptOutcome out = protocol::negotiate_accept(pd, local(), device_params());
+  // With authentication required, every accept carries a nonce of its own (docs/protocol.md §11): drawn
+  // before the negotiation, which copies it into the accept and the session.
+  protocol::LocalEndpoint ep = local();
+  bool nonce_failed = false;
+  if (auth_required_) {
+    ep.auth_required = true;
+    nonce_failed = !protocol::auth::random_nonce(&ep.gateway_nonce);
+  }
+  const protocol::AcceptOutcome out = protocol::negotiate_accept(pd, ep, device_params());
   protocol::RejectReason why = out.reason;
   std::string detail(protocol::to_string(out.error));
+  if (why == protocol::RejectReason::kAuthRequired)
+    detail = "security.authentication required; no minor >= 2 offered";
+  if (nonce_failed) {
+    ++counters_.auth_nonce_failures;
+    why = protocol::RejectReason::kNoResources;
+    detail = "RAND_bytes failed for the gateway nonce";
+  }
   // The allow list comes first: a peer that may not connect learns nothing else about why.
   if (cfg_.admit && !cfg_.admit(peer_sa)) {
     why = protocol::RejectReason::kNotAllowed;
@@ -732,6 +749,10 @@ void Engine::on_connect_request_st(rdma_cm_id* child, const std::vector<std::uin
   c->peer_responder_resources_ = param.initiator_depth;
   c->peer_initiator_depth_ = param.responder_resources;
   c->admitted_source_ = admitted;
+  if (peer_sa != nullptr) {
+    const std::size_t len = peer_sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    std::memcpy(&c->peer_addr_, peer_sa, std::min(len, sizeof(c->peer_addr_)));
+  }
   c->set_session(out.session);
   conns_.emplace(id, std::move(conn));
   by_handle_[c->handle().value] = c;
@@ -822,6 +843,20 @@ struct Engine::ReplyHandler {
         break;
       case FailureKind::kCqError:
         break;
+      case FailureKind::kAuthDenied:
+        what = "authentication denied";
+        detail = status == static_cast<std::uint32_t>(protocol::auth::AuthStatus::kConnectionLimit)
+                     ? "connection_limit"
+                     : "denied";
+        break;
+      case FailureKind::kAuthTimeout:
+        what = "no authentication in time";
+        detail = "security.auth_timeout_ms";
+        break;
+      case FailureKind::kRevoked:
+        what = "revoked";
+        detail = status == dataplane::kRevokedUnauthenticated ? "authentication now required" : "principal";
+        break;
     }
     eng.log_peer_st("closing %s qp 0x%x: %s (%s)", c->peer().c_str(), c->qp_num(), what, detail.c_str());
     EventArgs a;
@@ -892,6 +927,14 @@ void Engine::fire_timers_st() {
     applied.reserve(cores_.size());
     for (const auto& core : cores_) applied.push_back(core->faults.counters().applied_generation());
     fault_tables_.reclaim(applied);
+  }
+  if (auth_tables_.size() > 1) {
+    std::uint64_t oldest = auth_tables_.back()->generation;
+    for (const auto& core : cores_)
+      oldest = std::min(oldest, core->auth_applied.load(std::memory_order_acquire));
+    std::erase_if(auth_tables_, [oldest](const std::unique_ptr<const dataplane::AuthTable>& t) {
+      return t->generation < oldest;
+    });
   }
   for (Connection* c : connections()) {
     if (c->handshake_deadline_ && *c->handshake_deadline_ <= now) {
@@ -985,6 +1028,50 @@ void Engine::set_bulk_timeout_st(std::uint64_t bulk_timeout_us) {
   for (auto& core : cores_) {
     core->control_mailbox().send_st(dataplane::ToCore::config(dataplane::ConfigKey::kBulkTimeoutUs, bulk_timeout_us));
   }
+}
+
+void Engine::set_auth_table_st(std::unique_ptr<const dataplane::AuthTable> t) {
+  if (!t) return;
+  if (!auth_tables_.empty() && t->generation <= auth_tables_.back()->generation) {
+    log_st("auth table generation %llu not above the last one (%llu): not installed",
+           static_cast<unsigned long long>(t->generation),
+           static_cast<unsigned long long>(auth_tables_.back()->generation));
+    return;
+  }
+  auth_required_ = t->required;
+  const dataplane::AuthTable* p = t.get();
+  auth_tables_.push_back(std::move(t));
+  for (auto& core : cores_) {
+    core->control_mailbox().send_st(
+        dataplane::ToCore::config(dataplane::ConfigKey::kAuthTable, reinterpret_cast<std::uintptr_t>(p)));
+  }
+}
+
+void Engine::set_auth_timeout_st(std::uint64_t auth_timeout_us) {
+  for (dataplane::CoreConfig& cc : cfg_.cores) cc.auth_timeout_us = auth_timeout_us;
+  for (auto& core : cores_) {
+    core->control_mailbox().send_st(
+        dataplane::ToCore::config(dataplane::ConfigKey::kAuthTimeoutUs, auth_timeout_us));
+  }
+}
+
+std::size_t Engine::revoke_not_admitted_st() {
+  if (!cfg_.admit) return 0;
+  std::size_t n = 0;
+  for (Connection* c : connections()) {
+    if (c->lifecycle().role() != Role::kPassive) continue;
+    const State st = c->lifecycle().state();
+    if (st == State::kClosing || st == State::kDrained || st == State::kDestroyed) continue;
+    if (cfg_.admit(reinterpret_cast<const sockaddr*>(&c->peer_addr_))) continue;
+    ++counters_.revoked_allowed_clients;
+    ++n;
+    log_conn_st("revoked %s qp 0x%x: its address is no longer in security.allowed_clients", c->peer().c_str(),
+                c->qp_num());
+    EventArgs a;
+    a.close_reason = CloseReason::kRevoked;
+    c->dispatch(Event::kLocalClose, a);
+  }
+  return n;
 }
 
 void Engine::close_st(std::uint64_t id, CloseReason why) {

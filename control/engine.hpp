@@ -34,9 +34,10 @@
 #include "control/connection_lifecycle.hpp"
 #include "control/log_rate_limit.hpp"
 #include "control/rdma_device.hpp"
+#include "dataplane/auth_table.hpp"
+#include "dataplane/backend/backend.hpp"
 #include "dataplane/core_conn.hpp"
 #include "dataplane/core_resources.hpp"
-#include "dataplane/backend/backend.hpp"
 #include "dataplane/core_runner.hpp"
 #include "dataplane/core_sleep.hpp"
 #include "dataplane/doorbell.hpp"
@@ -157,11 +158,14 @@ struct EngineCounters {
   std::uint64_t remote_cores = 0;  // configured cores not local to the device (hwloc)
   std::uint64_t close_rekicks = 0;  // QPs moved to ERR again because the core's CLOSED was slow (flush kick)
   std::uint64_t quiesce_timeouts = 0;  // SIGTERM drains whose quiesce phase hit the drain timeout
-  // FAILED replies for a known connection, by FailureKind value (1..6).
-  std::array<std::uint64_t, 8> failures_by_kind{};
+  // FAILED replies for a known connection, by FailureKind value (1..9).
+  std::array<std::uint64_t, 10> failures_by_kind{};
   std::array<std::uint64_t, kAbandonReasonCount> abandoned{};  // by AbandonReason
   std::uint64_t cq_lost = 0;        // cores whose CQ went to error (IBV_EVENT_CQ_ERR): out of service
   std::uint64_t faults_qp_err = 0;  // connections a fault-injection qp_err rule moved to ERR
+  // Passive connections closed because a reload took their source out of security.allowed_clients.
+  std::uint64_t revoked_allowed_clients = 0;
+  std::uint64_t auth_nonce_failures = 0;  // RAND_bytes failed for a request's nonce (rejected no_resources)
 };
 
 // The engine's log lines per second (log_st), and separately its "accepted" and "closed" lines (log_conn_st);
@@ -244,8 +248,10 @@ class Connection final : public ConnectionOps {
   // CLOSE sent, CLOSED not seen yet: when to move the QP to ERR again (see Engine::fire_timers_st).
   std::optional<TimePoint> close_kick_deadline_;
   Duration close_kick_delay_{};
-  // Active side.
+  // The peer's address: where we connect (active), the request's source (passive: what admit() judges again
+  // after a reload).
   sockaddr_storage peer_addr_{};
+  // Active side.
   std::string peer_str_;
   protocol::HandshakeBody sent_request_{};
   std::uint64_t last_peer_incarnation_ = 0;
@@ -351,6 +357,24 @@ class Engine {
   }
   // The bulk transfer deadline (protocol.bulk_timeout_ms, in us) for every core, live (CONFIG kBulkTimeoutUs).
   void set_bulk_timeout_st(std::uint64_t bulk_timeout_us);
+  // Principals and tenants (docs/protocol.md §11): `t` goes to every core (CONFIG kAuthTable), which
+  // re-resolves its authenticated connections against it and revokes those whose principal is gone or lost
+  // rights. The engine keeps every table until each core applied a later one (CoreResources::auth_applied).
+  // From now on, accepts require the AUTH exchange exactly when t->required: each accept then carries a
+  // fresh nonce (RAND_bytes) and a request offering no minor >= 2 is rejected auth_required. A table whose
+  // generation is not above the last one's is refused (logged; nothing changes). Control thread; the first
+  // table must come before the listeners (the command ring is FIFO, so every core has it before any ADOPT).
+  void set_auth_table_st(std::unique_ptr<const dataplane::AuthTable> t);
+  // security.auth_timeout_ms, in us (> 0): the AUTH deadline of connections adopted from now on (CONFIG
+  // kAuthTimeoutUs).
+  void set_auth_timeout_st(std::uint64_t auth_timeout_us);
+  bool auth_required() const noexcept { return auth_required_; }
+  std::size_t auth_tables_kept() const noexcept { return auth_tables_.size(); }
+  // Revocation by address after a reload of EngineConfig::admit's rules (security.allowed_clients): every
+  // passive connection whose peer admit() now refuses is closed (CloseReason::kRevoked), one log line each
+  // (on the connection log budget), counted in revoked_allowed_clients. Handshakes in progress included, so
+  // nothing admitted under the old list outlives the reload. Returns how many were closed. Control thread.
+  std::size_t revoke_not_admitted_st();
   // Core i lost its CQ (IBV_EVENT_CQ_ERR) and takes no connection any more: readiness reports it.
   bool core_out_of_service(std::size_t i) const noexcept { return out_of_service_[i]; }
   const AdmissionTable& admission() const noexcept { return admission_; }
@@ -475,6 +499,9 @@ class Engine {
   std::vector<bool> cq_lost_pending_;
   // Fault-injection tables sent to the cores; freed once every core applied a later one (fire_timers_st).
   dataplane::FaultTablePublisher fault_tables_;
+  // Auth tables sent to the cores, oldest first; freed once every core applied a later one (fire_timers_st).
+  std::vector<std::unique_ptr<const dataplane::AuthTable>> auth_tables_;
+  bool auth_required_ = false;  // the last table's `required`: what accepts announce
 };
 
 }  // namespace rdmagate::control

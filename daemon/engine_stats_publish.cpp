@@ -12,6 +12,8 @@ static_assert(telemetry::kFaultInjectedLabels.back().action == "qp_err");
 static_assert(telemetry::kFaultInjectedLabels[6].action == "corrupt" && telemetry::kFaultInjectedLabels[7].dir == "tx");
 static_assert(telemetry::kFaultInjectedLabels[8].action == "stall");
 static_assert(store::kStatusCount == telemetry::kStoreStatusNames.size());
+static_assert(telemetry::kFailureCauseNames[8] == "revoked");
+static_assert(telemetry::kRevokeReasonNames[1] == "allowed_clients");
 
 std::size_t conn_state_index(State s) noexcept {
   switch (s) {
@@ -67,13 +69,22 @@ void publish_engine_counters(const EngineCounters& c, telemetry::CoreStats& b) n
   const std::uint64_t peer = by_kind(FailureKind::kPeerFault);
   const std::uint64_t bulk = by_kind(FailureKind::kBulkTimeout);
   const std::uint64_t cq = by_kind(FailureKind::kCqError);
-  const std::uint64_t classified = protocol_failures + c.dead_peers + peer + bulk + cq;
+  const std::uint64_t denied = by_kind(FailureKind::kAuthDenied);
+  const std::uint64_t auth_timeout = by_kind(FailureKind::kAuthTimeout);
+  const std::uint64_t revoked = by_kind(FailureKind::kRevoked);
+  const std::uint64_t classified =
+      protocol_failures + c.dead_peers + peer + bulk + cq + denied + auth_timeout + revoked;
   b.set(telemetry::failure_stat(0), protocol_failures);
   b.set(telemetry::failure_stat(1), c.dead_peers);
   b.set(telemetry::failure_stat(2), c.core_failures > classified ? c.core_failures - classified : 0);
   b.set(telemetry::failure_stat(3), peer);
   b.set(telemetry::failure_stat(4), bulk);
   b.set(telemetry::failure_stat(5), cq);
+  b.set(telemetry::failure_stat(6), denied);
+  b.set(telemetry::failure_stat(7), auth_timeout);
+  b.set(telemetry::failure_stat(8), revoked);
+  // The cores count the principal and unauthenticated revocations in their own blocks.
+  b.set(telemetry::revoked_stat(1), c.revoked_allowed_clients);
   for (std::size_t i = 0; i < kAbandonReasonCount; ++i) b.set(telemetry::abandoned_stat(i), c.abandoned[i]);
   b.set(telemetry::fault_injected_stat(telemetry::kFaultInjectedLabels.size() - 1), c.faults_qp_err);
 

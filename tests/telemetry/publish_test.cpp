@@ -223,7 +223,11 @@ TEST(PublishEngineCounters, ControlSeries) {
   c.failures_by_kind[static_cast<std::size_t>(FailureKind::kPeerFault)] = 8;
   c.failures_by_kind[static_cast<std::size_t>(FailureKind::kBulkTimeout)] = 9;
   c.failures_by_kind[static_cast<std::size_t>(FailureKind::kCqError)] = 10;
-  c.core_failures = 2 + 5 + 4 + 8 + 9 + 10 + 6;  // 6 completion errors
+  c.failures_by_kind[static_cast<std::size_t>(FailureKind::kAuthDenied)] = 14;
+  c.failures_by_kind[static_cast<std::size_t>(FailureKind::kAuthTimeout)] = 15;
+  c.failures_by_kind[static_cast<std::size_t>(FailureKind::kRevoked)] = 16;
+  c.core_failures = 2 + 5 + 4 + 8 + 9 + 10 + 14 + 15 + 16 + 6;  // 6 completion errors
+  c.revoked_allowed_clients = 17;
   for (std::size_t i = 0; i < c.async_by_kind.size(); ++i) c.async_by_kind[i] = 20 + i;
   c.close_rekicks = 3;
   c.abandoned[static_cast<std::size_t>(control::AbandonReason::kPeerGone)] = 31;
@@ -251,6 +255,14 @@ TEST(PublishEngineCounters, ControlSeries) {
   EXPECT_EQ(value(e, "rdmagate_connection_failures_total", {{"cause", "peer_fault"}}), 8);
   EXPECT_EQ(value(e, "rdmagate_connection_failures_total", {{"cause", "bulk_timeout"}}), 9);
   EXPECT_EQ(value(e, "rdmagate_connection_failures_total", {{"cause", "cq_error"}}), 10);
+  EXPECT_EQ(value(e, "rdmagate_connection_failures_total", {{"cause", "auth_denied"}}), 14);
+  EXPECT_EQ(value(e, "rdmagate_connection_failures_total", {{"cause", "auth_timeout"}}), 15);
+  EXPECT_EQ(value(e, "rdmagate_connection_failures_total", {{"cause", "revoked"}}), 16);
+  // The allowed_clients revocations are control's; the cores publish the other reasons.
+  EXPECT_EQ(value(e, "rdmagate_connections_revoked_total", {{"reason", "allowed_clients"}}), 17);
+  EXPECT_EQ(value(e, "rdmagate_connections_revoked_total", {{"reason", "principal"}}), 0);
+  EXPECT_EQ(value(e, "rdmagate_connection_rejects_total", {{"reason", "auth_required"}}),
+            as_double(c.rejects_sent[static_cast<std::size_t>(protocol::RejectReason::kAuthRequired)]));
   EXPECT_EQ(value(e, "rdmagate_connection_requests_abandoned_total", {{"reason", "peer_gone"}}), 31);
   EXPECT_EQ(value(e, "rdmagate_connection_requests_abandoned_total", {{"reason", "handshake_timeout"}}), 32);
   EXPECT_EQ(value(e, "rdmagate_faults_injected_total", {{"action", "qp_err"}, {"dir", "peer"}}), 33);
