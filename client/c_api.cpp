@@ -39,11 +39,17 @@ static_assert(RDMAGATE_SHUTDOWN == static_cast<int>(cl::Status::kShutdown));
 static_assert(RDMAGATE_PROTOCOL == static_cast<int>(cl::Status::kProtocol));
 static_assert(RDMAGATE_STORE_UNAVAILABLE == static_cast<int>(cl::Status::kStoreUnavailable));
 static_assert(RDMAGATE_CORRUPT == static_cast<int>(cl::Status::kCorrupt));
+static_assert(RDMAGATE_AUTH_REQUIRED == static_cast<int>(cl::Status::kAuthRequired));
+static_assert(RDMAGATE_AUTH_DENIED == static_cast<int>(cl::Status::kAuthDenied));
+static_assert(RDMAGATE_AUTH_CONNECTION_LIMIT == static_cast<int>(cl::Status::kAuthConnectionLimit));
+static_assert(RDMAGATE_AUTH_GATEWAY_UNPROVEN == static_cast<int>(cl::Status::kAuthGatewayUnproven));
+static_assert(RDMAGATE_FORBIDDEN == static_cast<int>(cl::Status::kForbidden));
+static_assert(RDMAGATE_QUOTA_EXCEEDED == static_cast<int>(cl::Status::kQuotaExceeded));
 static_assert(RDMAGATE_PROGRESS_CALLER == static_cast<int>(cl::Progress::kCaller));
 static_assert(RDMAGATE_PROGRESS_THREAD == static_cast<int>(cl::Progress::kThread));
 static_assert(RDMAGATE_PROGRESS_EAL_LCORES == static_cast<int>(cl::Progress::kEalLcores));
 
-constexpr int kLastClientStatus = RDMAGATE_CORRUPT;
+constexpr int kLastClientStatus = RDMAGATE_QUOTA_EXCEEDED;
 
 int to_c(cl::Status s) {
   return static_cast<int>(s);
@@ -73,6 +79,21 @@ bool parse_uint(std::string_view text, std::uint64_t max, std::uint64_t* out) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty() || v > max) return false;
   *out = v;
+  return true;
+}
+
+// "hex:" and 32..128 hex digits (the secrets file's notation) -> bytes.
+bool parse_hex_secret(std::string_view v, std::vector<std::uint8_t>* out) {
+  if (v.substr(0, 4) != "hex:") return false;
+  v.remove_prefix(4);
+  if (v.size() < 32 || v.size() > 128 || v.size() % 2 != 0) return false;
+  out->clear();
+  for (std::size_t i = 0; i < v.size(); i += 2) {
+    std::uint8_t b = 0;
+    const auto [end, ec] = std::from_chars(v.data() + i, v.data() + i + 2, b, 16);
+    if (ec != std::errc() || end != v.data() + i + 2) return false;
+    out->push_back(b);
+  }
   return true;
 }
 
@@ -208,6 +229,18 @@ const char* rdmagate_strerror(int status) {
       return "the gateway's backing store did not answer in time; retry";
     case RDMAGATE_CORRUPT:
       return "the stored value is damaged (checksum mismatch)";
+    case RDMAGATE_AUTH_REQUIRED:
+      return "the gateway requires authentication and no credentials are configured";
+    case RDMAGATE_AUTH_DENIED:
+      return "the gateway denied authentication (unknown principal or wrong secret)";
+    case RDMAGATE_AUTH_CONNECTION_LIMIT:
+      return "the principal holds its maximum number of connections; retry later";
+    case RDMAGATE_AUTH_GATEWAY_UNPROVEN:
+      return "the gateway failed to prove the shared secret";
+    case RDMAGATE_FORBIDDEN:
+      return "the principal lacks the permission for this operation";
+    case RDMAGATE_QUOTA_EXCEEDED:
+      return "the tenant's quota would be exceeded";
     case RDMAGATE_INVALID_ARGUMENT:
       return "invalid argument";
     case RDMAGATE_SETUP_FAILED:
@@ -234,10 +267,29 @@ const char* rdmagate_status_name(int status) {
     default:
       break;
   }
-  static constexpr const char* kNames[] = {
-      "OK",           "NOT_FOUND",   "TOO_LARGE",       "NO_SPACE",          "BAD_REQUEST", "TOO_SMALL",
-      "NO_RESOURCES", "BULK_FAILED", "CONNECTION_LOST", "UNAVAILABLE",       "TIMEOUT",     "BUSY",
-      "REGISTRATION", "SHUTDOWN",    "PROTOCOL",        "STORE_UNAVAILABLE", "CORRUPT"};
+  static constexpr const char* kNames[] = {"OK",
+                                           "NOT_FOUND",
+                                           "TOO_LARGE",
+                                           "NO_SPACE",
+                                           "BAD_REQUEST",
+                                           "TOO_SMALL",
+                                           "NO_RESOURCES",
+                                           "BULK_FAILED",
+                                           "CONNECTION_LOST",
+                                           "UNAVAILABLE",
+                                           "TIMEOUT",
+                                           "BUSY",
+                                           "REGISTRATION",
+                                           "SHUTDOWN",
+                                           "PROTOCOL",
+                                           "STORE_UNAVAILABLE",
+                                           "CORRUPT",
+                                           "AUTH_REQUIRED",
+                                           "AUTH_DENIED",
+                                           "AUTH_CONNECTION_LIMIT",
+                                           "AUTH_GATEWAY_UNPROVEN",
+                                           "FORBIDDEN",
+                                           "QUOTA_EXCEEDED"};
   static_assert(std::size(kNames) == kLastClientStatus + 1);
   return status >= 0 && status <= kLastClientStatus ? kNames[status] : "UNKNOWN";
 }
@@ -391,7 +443,35 @@ int rdmagate_config_set(rdmagate_config* config, const char* name, const char* v
       c->eal_args.emplace_back(v);
       return RDMAGATE_OK;
     }
+    if (n == "principal") {
+      c->principal = v;
+      return RDMAGATE_OK;
+    }
+    if (n == "secret") {
+      if (!parse_hex_secret(v, &c->secret)) {
+        return config->fail("rdmagate_config_set: secret: want \"hex:\" and 32..128 hex digits");
+      }
+      return RDMAGATE_OK;
+    }
+    if (n == "secrets_file") {
+      c->secrets_file = v;
+      return RDMAGATE_OK;
+    }
     return config->fail("rdmagate_config_set: unknown option \"" + std::string(n) + "\"");
+  });
+}
+
+int rdmagate_config_set_credentials(rdmagate_config* config, const char* principal, const void* secret,
+                                    size_t secret_len) {
+  if (config == nullptr) return RDMAGATE_INVALID_ARGUMENT;
+  return guarded([&]() -> int {
+    if (principal == nullptr) return config->fail("rdmagate_config_set_credentials: principal is NULL");
+    if (secret == nullptr && secret_len != 0)
+      return config->fail("rdmagate_config_set_credentials: secret is NULL with a nonzero length");
+    config->config.principal = principal;
+    const auto* b = static_cast<const std::uint8_t*>(secret);
+    config->config.secret.assign(b, b + secret_len);
+    return RDMAGATE_OK;
   });
 }
 
@@ -445,8 +525,19 @@ void rdmagate_client_destroy(rdmagate_client* client) {
 int rdmagate_client_wait_connected(rdmagate_client* client, uint32_t timeout_ms) {
   if (client == nullptr) return RDMAGATE_INVALID_ARGUMENT;
   return guarded([&]() -> int {
-    return client->client->wait_connected(std::chrono::milliseconds(timeout_ms)) ? RDMAGATE_OK
-                                                                                 : RDMAGATE_UNAVAILABLE;
+    if (client->client->wait_connected(std::chrono::milliseconds(timeout_ms))) return RDMAGATE_OK;
+    cl::Status why = cl::Status::kOk;
+    client->client->auth_error(&why);
+    return why != cl::Status::kOk ? to_c(why) : RDMAGATE_UNAVAILABLE;
+  });
+}
+
+int rdmagate_client_auth_error(const rdmagate_client* client, char* buf, size_t len) {
+  if (client == nullptr) return RDMAGATE_INVALID_ARGUMENT;
+  return guarded([&]() -> int {
+    cl::Status why = cl::Status::kOk;
+    copy_error(buf, len, client->client->auth_error(&why));
+    return to_c(why);
   });
 }
 
@@ -565,6 +656,8 @@ int rdmagate_client_stats(const rdmagate_client* client, rdmagate_stats* stats) 
     full.reconnects = s.reconnects;
     full.registrations = s.registrations;
     full.connections_up = s.connections_up;
+    full.auth_ok = s.auth_ok;
+    full.auth_failures = s.auth_failures;
     // An older caller's smaller struct gets the prefix it knows; a newer caller's larger one keeps its tail.
     const std::size_t n = std::min(stats->struct_size, sizeof(full));
     full.struct_size = n;

@@ -3,6 +3,8 @@
 #include "client/client.hpp"
 
 #include <infiniband/verbs.h>
+#include <openssl/crypto.h>
+#include <pthread.h>
 #include <rte_cycles.h>
 #include <rte_errno.h>
 #include <rte_launch.h>
@@ -10,7 +12,6 @@
 #include <rte_malloc.h>
 #include <rte_pause.h>
 #include <rte_ring.h>
-#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -23,17 +24,20 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
 #include "client/object_client_service.hpp"
 #include "client/placement.hpp"
+#include "conf/secrets.hpp"
 #include "control/engine.hpp"
 #include "dataplane/backend/backend_factory.hpp"
 #include "dataplane/doorbell.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/huge_buffer.hpp"
 #include "dataplane/tsc.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/object_wire.hpp"
 
 namespace rdmagate::client {
@@ -57,6 +61,18 @@ const char* status_name(Status s) noexcept {
     case Status::kStoreUnavailable: return "store_unavailable";
     case Status::kCorrupt: return "corrupt";
     case Status::kProtocol: return "protocol";
+    case Status::kAuthRequired:
+      return "auth_required";
+    case Status::kAuthDenied:
+      return "auth_denied";
+    case Status::kAuthConnectionLimit:
+      return "auth_connection_limit";
+    case Status::kAuthGatewayUnproven:
+      return "auth_gateway_unproven";
+    case Status::kForbidden:
+      return "forbidden";
+    case Status::kQuotaExceeded:
+      return "quota_exceeded";
   }
   return "unknown";
 }
@@ -79,6 +95,55 @@ std::mutex g_eal_mu;
 dataplane::EalRuntime* g_eal = nullptr;              // deliberately never freed
 std::vector<std::string>* g_eal_argv_store = nullptr;  // rte_eal_init keeps pointers into argv
 std::vector<char*>* g_eal_argv = nullptr;
+
+// The client's credentials from its configuration (docs/client.md "Authentication"): a principal with its
+// secret given directly or read from a secrets file in the gateway's format. *error names the field.
+bool load_credentials(const ClientConfig& c, Credentials* out, std::string* error) {
+  if (c.principal.empty()) {
+    if (!c.secret.empty() || !c.secrets_file.empty()) {
+      return *error = "client: secret or secrets_file given without a principal", false;
+    }
+    return true;
+  }
+  if (!protocol::auth::valid_principal_name(c.principal)) {
+    return *error = "client: principal \"" + c.principal + "\" is not 1..64 bytes of [A-Za-z0-9._@-]", false;
+  }
+  if (!c.secret.empty() && !c.secrets_file.empty()) {
+    return *error = "client: give the principal's secret or a secrets_file, not both", false;
+  }
+  out->principal = c.principal;
+  if (!c.secrets_file.empty()) {
+    std::optional<conf::Secrets> file = conf::loadSecretsFile(c.secrets_file, error);
+    if (!file) {
+      // The parser names the gateway's key; the client's option is secrets_file.
+      constexpr std::string_view kGatewayKey = "security.secrets_file: ";
+      if (error->starts_with(kGatewayKey)) error->erase(0, kGatewayKey.size());
+      return *error = "client: secrets_file: " + *error, false;
+    }
+    const conf::PrincipalSecret* e = file->find(c.principal);
+    if (e == nullptr) {
+      return *error =
+                 "client: secrets_file " + c.secrets_file + " has no secret for principal " + c.principal,
+             false;
+    }
+    out->secret = e->secret;
+  } else {
+    out->secret = c.secret;
+  }
+  if (out->secret.size() < protocol::auth::kMinSecret || out->secret.size() > protocol::auth::kMaxSecret) {
+    const std::size_t n = out->secret.size();
+    OPENSSL_cleanse(out->secret.data(), n);
+    return *error = "client: the secret of principal " + c.principal + " is " + std::to_string(n) +
+                    " bytes, want 16..64",
+           false;
+  }
+  if (c.max_message < protocol::kAuthMaxSize) {
+    return *error = "client: max_message below " + std::to_string(protocol::kAuthMaxSize) +
+                    " cannot carry the AUTH message (credentials are set)",
+           false;
+  }
+  return true;
+}
 
 bool eal_up() { return dataplane::EalRuntime::initialised_in_process() || rte_lcore_count() > 0; }
 
@@ -196,6 +261,7 @@ class ClientImpl {
     return protocol::max_inline_get_value(min_message_.load(std::memory_order_acquire));
   }
   ClientStats stats() const;
+  std::string auth_error(Status* why) const;
 
   // Progress (client.hpp). progress_turn and arm_st serve both owner-driven modes: the caller's thread in
   // kCaller, the progress thread in kThread.
@@ -232,7 +298,8 @@ class ClientImpl {
   Status core_keys_for(ObjectClientService& svc, const void* p, std::size_t len, bool writable,
                        std::uint32_t* lkey, std::uint32_t* rkey) noexcept;
 
-  ClientConfig cfg_;
+  ClientConfig cfg_;            // its secret is wiped once copied into creds_
+  Credentials creds_;           // the services read it for the client's life; wiped in the destructor
   placement::Table placement_;  // the gateways' identities, hashed once (docs/placement.md)
   const std::uint64_t id_;
   const Progress mode_;
@@ -252,6 +319,9 @@ class ClientImpl {
   std::vector<std::uint64_t> conn_ids_;
   std::vector<std::uint32_t> conn_gateway_, conn_core_;
   std::unique_ptr<std::atomic<bool>[]> close_request_;
+  std::unique_ptr<std::atomic<bool>[]> ready_;  // per connection: takes requests (authenticated if asked)
+  // Per gateway: the Status of its latest authentication failure (0: none); written by the cores.
+  std::unique_ptr<std::atomic<std::uint32_t>[]> auth_failures_;
 
   // Owner-driven progress: the core's doorbell (control's commands; submissions from other threads), the
   // timer for request deadlines, and the epoll fd over them and the CQ's completion channel (event_fd()).
@@ -324,6 +394,9 @@ bool ClientImpl::start(std::string* error) {
   if (c.max_message < protocol::kMinMessageSize || c.max_message > protocol::kMaxMessageSizeCap) {
     return *error = "client: max_message outside 64..1 MiB", false;
   }
+  if (!load_credentials(c, &creds_, error)) return false;
+  OPENSSL_cleanse(cfg_.secret.data(), cfg_.secret.size());
+  cfg_.secret.clear();
   if (mode_ != Progress::kCaller && mode_ != Progress::kThread && mode_ != Progress::kEalLcores) {
     return *error = "client: progress must be kCaller, kThread or kEalLcores", false;
   }
@@ -426,6 +499,8 @@ bool ClientImpl::start(std::string* error) {
   // Connections first (the control loop does not run yet, so none can reach a core before the services
   // know their handles), then the services, then the cores and the control thread.
   close_request_ = std::make_unique<std::atomic<bool>[]>(conns);
+  ready_ = std::make_unique<std::atomic<bool>[]>(conns);
+  auth_failures_ = std::make_unique<std::atomic<std::uint32_t>[]>(c.gateways.size());
   up_ = std::make_unique<std::atomic<bool>[]>(c.gateways.size() * c.cores);
   std::vector<ServiceConfig> scfg(c.cores);
   for (unsigned i = 0; i < c.cores; ++i) {
@@ -441,6 +516,8 @@ bool ClientImpl::start(std::string* error) {
     s.shutdown = &svc_shutdown_;
     s.wake_control = [](void* e) noexcept { static_cast<control::Engine*>(e)->wake(); };
     s.wake_control_arg = engine_.get();
+    s.credentials = &creds_;
+    s.auth_failures = auth_failures_.get();
   }
   for (std::uint32_t g = 0; g < c.gateways.size(); ++g) {
     for (std::uint32_t j = 0; j < per_gateway_; ++j) {
@@ -452,7 +529,8 @@ bool ClientImpl::start(std::string* error) {
       conn_ids_.push_back(id);
       conn_gateway_.push_back(g);
       conn_core_.push_back(core);
-      scfg[core].conns.push_back(ServiceConnSpec{engine_->find(id)->handle().value, g, &close_request_[idx]});
+      scfg[core].conns.push_back(
+          ServiceConnSpec{engine_->find(id)->handle().value, g, &close_request_[idx], &ready_[idx]});
     }
   }
   std::vector<std::unique_ptr<control::CoreRunner>> runners;
@@ -604,7 +682,11 @@ void ClientImpl::publish_st() {
   std::uint32_t min_keepalive = 0;
   for (std::size_t i = 0; i < conn_ids_.size(); ++i) {
     const control::Connection* c = engine_->find(conn_ids_[i]);
-    if (c == nullptr || c->lifecycle().state() != control::State::kOwnedByCore) continue;
+    // Up = the core owns it and it takes requests (authenticated, when the gateway asked for it).
+    if (c == nullptr || c->lifecycle().state() != control::State::kOwnedByCore ||
+        !ready_[i].load(std::memory_order_acquire)) {
+      continue;
+    }
     ++n;
     up[conn_gateway_[i] * cores_ + conn_core_[i]] = true;
     const std::uint32_t m = c->session().params.max_message_size;
@@ -662,6 +744,7 @@ ClientImpl::~ClientImpl() {
   if (timerfd_ >= 0) close(timerfd_);
   if (efd_ >= 0) close(efd_);
   pool_.reset();
+  OPENSSL_cleanse(creds_.secret.data(), creds_.secret.size());
 }
 
 bool ClientImpl::wait_connected(std::chrono::milliseconds timeout) {
@@ -671,6 +754,15 @@ bool ClientImpl::wait_connected(std::chrono::milliseconds timeout) {
     bool all = up_ != nullptr;
     for (std::size_t i = 0; all && i < pairs; ++i) all = up_[i].load(std::memory_order_acquire);
     if (all) return true;
+    // A gateway that refused our authentication with no connection of it taking requests: waiting longer
+    // would not change the answer (auth_error() says why).
+    for (std::size_t g = 0; g < cfg_.gateways.size(); ++g) {
+      if (auth_failures_[g].load(std::memory_order_relaxed) == 0) continue;
+      bool any = false;
+      for (std::size_t i = 0; i < conn_ids_.size(); ++i)
+        any |= conn_gateway_[i] == g && ready_[i].load(std::memory_order_acquire);
+      if (!any) return false;
+    }
     if (std::chrono::steady_clock::now() >= deadline) return false;
     if (mode_ == Progress::kCaller) {
       // The connection reaches the core through its ring (ADOPT): this thread is the core.
@@ -979,6 +1071,9 @@ ClientStats ClientImpl::stats() const {
     s.core_registration_hits += c.reg_core_hits.load(std::memory_order_relaxed);
     s.core_registration_fills += c.reg_core_fills.load(std::memory_order_relaxed);
     s.core_registration_unregistered += c.reg_core_unregistered.load(std::memory_order_relaxed);
+    s.auth_ok += c.auth_ok.load(std::memory_order_relaxed);
+    s.auth_failures += c.auth_failures.load(std::memory_order_relaxed);
+    s.protocol_errors += c.auth_violations.load(std::memory_order_relaxed);
   }
   // Read after the completions: submitted >= completed in every snapshot.
   s.submitted = submitted_.load(std::memory_order_acquire);
@@ -989,6 +1084,33 @@ ClientStats ClientImpl::stats() const {
   s.reconnects = reconnects_.load(std::memory_order_relaxed);
   s.connections_up = connections_up_.load(std::memory_order_acquire);
   return s;
+}
+
+std::string ClientImpl::auth_error(Status* out) const {
+  if (out != nullptr) *out = Status::kOk;
+  for (std::size_t g = 0; g < cfg_.gateways.size(); ++g) {
+    const auto why = static_cast<Status>(auth_failures_[g].load(std::memory_order_relaxed));
+    if (why == Status::kOk) continue;
+    if (out != nullptr) *out = why;
+    const std::string gw =
+        "gateway " + cfg_.gateways[g].address + ":" + std::to_string(cfg_.gateways[g].port);
+    switch (why) {
+      case Status::kAuthRequired:
+        return gw +
+               " requires authentication and no credentials are configured (principal and secret or "
+               "secrets_file)";
+      case Status::kAuthDenied:
+        return gw + ": authentication denied for principal " + creds_.principal +
+               " (unknown principal or wrong secret)";
+      case Status::kAuthConnectionLimit:
+        return gw + ": principal " + creds_.principal + " holds its maximum number of connections";
+      case Status::kAuthGatewayUnproven:
+        return gw + " failed to prove the shared secret (wrong secret on the gateway, or not the gateway)";
+      default:
+        return gw + ": authentication failed (" + status_name(why) + ")";
+    }
+  }
+  return {};
 }
 
 // ---- Client ------------------------------------------------------------------------------------------------
@@ -1032,6 +1154,9 @@ Result Client::del(std::string_view key) {
 std::uint32_t Client::max_inline_put(std::size_t key_len) const { return impl_->max_inline_put(key_len); }
 std::uint32_t Client::max_inline_get() const { return impl_->max_inline_get(); }
 ClientStats Client::stats() const { return impl_->stats(); }
+std::string Client::auth_error(Status* why) const {
+  return impl_->auth_error(why);
+}
 unsigned Client::progress() { return impl_->progress(); }
 int Client::event_fd() const { return impl_->event_fd(); }
 Status Client::arm() { return impl_->arm(); }

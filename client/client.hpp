@@ -32,6 +32,13 @@
 //
 // Keys: see docs/client.md "Key scope" for which remote keys are exposed, when, and what remains to do.
 //
+// Authentication (protocol 1.2, docs/protocol.md §11; docs/client.md "Authentication"): with a principal and
+// its secret (ClientConfig::principal plus secret or secrets_file) every connection to a gateway that
+// requires authentication sends AUTH first and carries no request until the gateway has answered ok and
+// proved the same secret (checked in constant time). A refusal fails the requests for that gateway with
+// kAuthDenied, kAuthConnectionLimit, kAuthGatewayUnproven or, without credentials, kAuthRequired;
+// auth_error() says why.
+//
 // Gateways: a key lives on the gateway that rendezvous hashing over XXH64 picks (docs/placement.md; the
 // list's order does not matter, and every client must list the same gateways); each gateway gets
 // `connections_per_gateway` connections spread over the cores. A lost connection reconnects by itself with
@@ -51,23 +58,31 @@ namespace rdmagate::client {
 
 enum class Status : std::uint32_t {
   kOk = 0,
-  kNotFound,        // GET/DELETE: no such key
-  kTooLarge,        // PUT: value above the gateway's max value size
-  kNoSpace,         // PUT: gateway store full
-  kBadRequest,      // the gateway refused the request as malformed (or the key length is invalid)
-  kTooSmall,        // GET: the buffer is too small; Result::size is the size needed, nothing was written
-  kNoResources,     // the gateway did not start the request (draining, busy); retrying may work
-  kBulkFailed,      // the gateway could not RDMA READ/WRITE our buffer
-  kConnectionLost,  // the connection carrying the request failed before the answer; outcome unknown
-  kUnavailable,     // no connection to the key's gateway came up within request_timeout
-  kTimeout,         // no answer within request_timeout (the connection is closed and reconnected)
-  kBusy,            // the submission ring or the request table is full; retry later
-  kRegistration,    // the caller's buffer could not be registered (ibv_reg_mr failed; or, from a callback,
-                    // the buffer was never used from a caller thread: see docs/client.md "Key scope")
-  kShutdown,        // the client is shutting down
-  kProtocol,        // the gateway answered with something this client does not understand
+  kNotFound,          // GET/DELETE: no such key
+  kTooLarge,          // PUT: value above the gateway's max value size
+  kNoSpace,           // PUT: gateway store full
+  kBadRequest,        // the gateway refused the request as malformed (or the key length is invalid)
+  kTooSmall,          // GET: the buffer is too small; Result::size is the size needed, nothing was written
+  kNoResources,       // the gateway did not start the request (draining, busy); retrying may work
+  kBulkFailed,        // the gateway could not RDMA READ/WRITE our buffer
+  kConnectionLost,    // the connection carrying the request failed before the answer; outcome unknown
+  kUnavailable,       // no connection to the key's gateway came up within request_timeout
+  kTimeout,           // no answer within request_timeout (the connection is closed and reconnected)
+  kBusy,              // the submission ring or the request table is full; retry later
+  kRegistration,      // the caller's buffer could not be registered (ibv_reg_mr failed; or, from a callback,
+                      // the buffer was never used from a caller thread: see docs/client.md "Key scope")
+  kShutdown,          // the client is shutting down
+  kProtocol,          // the gateway answered with something this client does not understand
   kStoreUnavailable,  // the gateway's backing store (RADOS) did not answer in time; retrying may work
   kCorrupt,           // the gateway found the stored value damaged (checksum mismatch); nothing was written
+  // Authentication (the connection is closed and retried with backoff; requests for that gateway fail with
+  // the status until a connection authenticates; Client::auth_error() has the text):
+  kAuthRequired,         // the gateway requires authentication and this client has no credentials
+  kAuthDenied,           // the gateway refused our principal or proof (unknown name or wrong secret)
+  kAuthConnectionLimit,  // the principal already holds its max_connections at the gateway; retry later
+  kAuthGatewayUnproven,  // the gateway answered ok but failed to prove the shared secret: not trusted
+  kForbidden,            // the principal lacks the permission for the op (read, write or delete)
+  kQuotaExceeded,        // PUT: the tenant's max_bytes or max_objects would be exceeded
 };
 const char* status_name(Status s) noexcept;
 
@@ -112,6 +127,13 @@ struct ClientConfig {
   std::size_t pool_bytes = 64u << 20;    // pool for alloc_buffer()
   std::chrono::milliseconds request_timeout{10000};
   std::chrono::milliseconds connect_timeout{10000};
+  // Credentials (docs/client.md "Authentication"). principal: 1..64 bytes of [A-Za-z0-9._@-]; empty: none (a
+  // gateway that requires authentication then fails with kAuthRequired). Its secret (16..64 bytes) either
+  // here or from secrets_file, a YAML file in the gateway's format (`secrets: {<name>: "hex:..."}`) that
+  // grants group and others no permission bit. Both set: create() refuses.
+  std::string principal;
+  std::vector<std::uint8_t> secret;
+  std::string secrets_file;
 };
 
 struct ClientStats {
@@ -135,6 +157,8 @@ struct ClientStats {
   // the core's own cache (no lock), copied from the shared cache (its lock, once per buffer per core),
   // refused kRegistration (never used from a caller thread). registration_cache_hits includes the first two.
   std::uint64_t core_registration_hits = 0, core_registration_fills = 0, core_registration_unregistered = 0;
+  // Authentication: connections that authenticated, and those that failed it (any of the kAuth* causes).
+  std::uint64_t auth_ok = 0, auth_failures = 0;
 };
 
 class ClientImpl;
@@ -173,6 +197,11 @@ class Client {
   std::uint32_t max_inline_get() const;
 
   ClientStats stats() const;
+
+  // Why the latest authentication failure happened, naming the gateway and the cause (e.g. "gateway
+  // 10.0.0.2:7471: authentication denied for principal app-writer"); empty when none failed. `why`, when not
+  // null, gets its Status (kOk when none failed).
+  std::string auth_error(Status* why = nullptr) const;
 
   // kCaller: polls the core once (completions, their callbacks, submissions) and returns the completions
   // run; sync calls call it themselves. 0 in the other modes (their own threads progress).

@@ -18,6 +18,12 @@
 // request completes at the close, once the QP is in ERR and the gateway can no longer touch the caller's
 // buffer), kUnavailable when no connection took it in time, kShutdown when the client goes away).
 //
+// Authentication (docs/protocol.md §11): on a connection whose accept said `auth`, on_adopt_st sends AUTH
+// first and the connection takes no request (pick_st skips it) until on_auth_answer_st has an ok answer whose
+// gateway proof verifies. A refusal records its Status for the gateway (ServiceConfig::auth_failures), fails
+// the requests waiting for that gateway with it and asks control to close the connection (it reconnects with
+// backoff). The proofs cost two HMACs per connection, at adoption; nothing on the per-request path.
+//
 // Hot path rules: no allocation (every table is sized in the constructor), no locks, no syscalls.
 
 #include <rte_cycles.h>
@@ -32,6 +38,7 @@
 
 #include "client/client.hpp"
 #include "dataplane/core_conn.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/message.hpp"
 #include "protocol/object_wire.hpp"
 #include "services/object/object_requester.hpp"
@@ -70,6 +77,9 @@ struct ServiceCounters : dataplane::ObjectRequesterCounters {
   std::atomic<std::uint64_t> reg_core_hits{0};          // found in this core's cache: no lock
   std::atomic<std::uint64_t> reg_core_fills{0};         // copied from the client's shared cache
   std::atomic<std::uint64_t> reg_core_unregistered{0};  // no caller thread registered it: kRegistration
+  // Authentication: connections that authenticated; those that failed it (any cause); answers or requests
+  // that broke the exchange (an AUTH_ANSWER nobody awaited, an answer before authentication).
+  std::atomic<std::uint64_t> auth_ok{0}, auth_failures{0}, auth_violations{0};
 };
 
 inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
@@ -144,6 +154,15 @@ struct ServiceConnSpec {
   std::uint64_t handle = 0;          // ConnHandle::value of the engine connection (stable over reconnects)
   std::uint32_t gateway = 0;
   std::atomic<bool>* close_request = nullptr;  // set by the core; control closes the connection
+  // Set by the core while the connection takes requests (adopted, and authenticated when the gateway asked
+  // for it); wait_connected and the published counts read it.
+  std::atomic<bool>* ready = nullptr;
+};
+
+// The principal a client authenticates as (ClientConfig::principal and its secret). Empty name: none.
+struct Credentials {
+  std::string principal;
+  std::vector<std::uint8_t> secret;  // protocol::auth::kMinSecret..kMaxSecret bytes
 };
 
 struct ServiceConfig {
@@ -160,6 +179,10 @@ struct ServiceConfig {
   std::uint64_t timeout_tsc = 0;
   std::vector<ServiceConnSpec> conns;
   const std::atomic<bool>* shutdown = nullptr;  // the client is going away: fail everything with kShutdown
+  const Credentials* credentials = nullptr;     // the client's (outlives the service); nullptr: none
+  // One per gateway: the Status of its latest authentication failure, kOk once a connection authenticated
+  // again. Written by the cores, read by Client::auth_error().
+  std::atomic<std::uint32_t>* auth_failures = nullptr;
   // Called after a close request is set, so a control thread that sleeps looks at it (Engine::wake).
   void (*wake_control)(void* arg) noexcept = nullptr;
   void* wake_control_arg = nullptr;
@@ -178,6 +201,10 @@ inline Status map_object_status(std::uint32_t s) noexcept {
     case ObjectStatus::kNoSpace: return Status::kNoSpace;
     case ObjectStatus::kUnavailable: return Status::kStoreUnavailable;
     case ObjectStatus::kCorrupt: return Status::kCorrupt;
+    case ObjectStatus::kForbidden:
+      return Status::kForbidden;
+    case ObjectStatus::kQuotaExceeded:
+      return Status::kQuotaExceeded;
     case ObjectStatus::kUnknownOpcode: return Status::kProtocol;
   }
   return Status::kProtocol;
@@ -200,6 +227,7 @@ class ObjectClientService {
     }
     pending_.resize(cfg_.gateways);
     for (Fifo& f : pending_) f.buf.resize(cfg_.pool_size);
+    gateway_auth_.assign(cfg_.gateways, Status::kOk);
     direct_.buf.resize(cfg_.pool_size);
   }
   ObjectClientService(const ObjectClientService&) = delete;
@@ -247,7 +275,7 @@ class ObjectClientService {
   };
 
   template <typename Api>
-  void on_adopt_st(Api&, dataplane::CoreConn& c) noexcept {
+  void on_adopt_st(Api& api, dataplane::CoreConn& c) noexcept {
     ConnState& st = c.svc.reset<ConnState>();
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       Slot& s = slots_[i];
@@ -255,9 +283,49 @@ class ObjectClientService {
       req_.attach_st(static_cast<std::uint32_t>(i), c);
       s.close_requested = false;
       st.slot = i + 1;
+      if (c.session.auth_required) {
+        start_auth_st(api, static_cast<std::uint32_t>(i), c);
+      } else {
+        set_open_st(s);
+      }
       return;
     }
     bump(cnt_.unknown_conns);
+  }
+
+  // The gateway's AUTH_ANSWER (the core hands it here; protocol 1.2 §11.2). Ok with a verified proof opens
+  // the connection; anything else fails it. Not awaited (no AUTH sent, or a second answer): a protocol error.
+  template <typename Api>
+  void on_auth_answer_st(Api& api, dataplane::CoreConn& c, const protocol::Message& m) noexcept {
+    const std::uint32_t link = link_of(c);
+    if (link == Requester::kNoLink) return;
+    Slot& s = slots_[link];
+    if (s.auth != AuthPhase::kAwaiting || m.cookie != kAuthCookie) {
+      bump(cnt_.auth_violations);
+      request_close_st(s);
+      return;
+    }
+    switch (static_cast<protocol::auth::AuthStatus>(m.auth_status)) {
+      case protocol::auth::AuthStatus::kOk:
+        // Constant time: a gateway that guesses must learn nothing from how long we took to refuse it.
+        if (!protocol::auth::proofs_equal(m.auth_proof, s.expected_pg)) {
+          fail_auth_st(link, Status::kAuthGatewayUnproven);
+          return;
+        }
+        bump(cnt_.auth_ok);
+        gateway_auth_[s.spec.gateway] = Status::kOk;
+        if (cfg_.auth_failures != nullptr)
+          cfg_.auth_failures[s.spec.gateway].store(0, std::memory_order_relaxed);
+        set_open_st(s);
+        if (pending_total_ != 0) drain_pending_st(api);  // what waited for this connection goes now
+        return;
+      case protocol::auth::AuthStatus::kConnectionLimit:
+        fail_auth_st(link, Status::kAuthConnectionLimit);
+        return;
+      case protocol::auth::AuthStatus::kDenied:
+        break;
+    }
+    fail_auth_st(link, Status::kAuthDenied);  // denied, or a status this client does not know
   }
 
   template <typename Api>
@@ -267,7 +335,14 @@ class ObjectClientService {
 
   template <typename Api>
   void on_response_st(Api&, dataplane::CoreConn& c, const protocol::Message& m) noexcept {
-    const dataplane::ObjectAnswer<RequestDesc> a = req_.on_answer_st(link_of(c), c, m);
+    const std::uint32_t link = link_of(c);
+    // Nothing but AUTH_ANSWER may come before authentication (no request was sent, so no answer is due).
+    if (link != Requester::kNoLink && slots_[link].auth != AuthPhase::kOpen) [[unlikely]] {
+      bump(cnt_.auth_violations);
+      request_close_st(slots_[link]);
+      return;
+    }
+    const dataplane::ObjectAnswer<RequestDesc> a = req_.on_answer_st(link, c, m);
     if (a.user == nullptr) return;  // stale: counted by the requester
     Result r;
     r.status = a.malformed ? Status::kProtocol : map_object_status(static_cast<std::uint32_t>(a.status));
@@ -295,7 +370,10 @@ class ObjectClientService {
       }
       complete_st(d, r);
     });
-    slots_[link].close_requested = false;
+    Slot& s = slots_[link];
+    s.close_requested = false;
+    s.auth = AuthPhase::kClosed;
+    if (s.spec.ready != nullptr) s.spec.ready->store(false, std::memory_order_release);
     c.svc.reset<ConnState>();
   }
 
@@ -352,9 +430,21 @@ class ObjectClientService {
 
  private:
   using Requester = dataplane::ObjectRequester<RequestDesc>;
+  // Where a connection stands with authentication (the gateway's, docs/protocol.md §11.2).
+  enum class AuthPhase : std::uint8_t {
+    kClosed,    // no connection adopted
+    kAwaiting,  // AUTH sent, no answer yet: takes no request
+    kOpen,      // authenticated, or the gateway did not ask: takes requests
+    kFailed,    // refused or unproven: closing, takes no request
+  };
+  // AUTH's cookie: the answer must echo it (there is only ever one AUTH per connection).
+  static constexpr std::uint64_t kAuthCookie = 0x4854554147444752ull;  // "RGDGAUTH"
+
   struct Slot {
     ServiceConnSpec spec;  // its connection (while this core owns it) and in-flight table: the requester's
     bool close_requested = false;
+    AuthPhase auth = AuthPhase::kClosed;
+    protocol::auth::Proof expected_pg{};  // the gateway's proof we expect, computed with the AUTH
   };
   struct Fifo {
     std::vector<RequestDesc*> buf;
@@ -383,6 +473,72 @@ class ObjectClientService {
     return rc;
   }
 
+  void set_open_st(Slot& s) noexcept {
+    s.auth = AuthPhase::kOpen;
+    if (s.spec.ready != nullptr) s.spec.ready->store(true, std::memory_order_release);
+  }
+
+  void request_close_st(Slot& s) noexcept {
+    if (s.close_requested) return;
+    s.close_requested = true;
+    bump(cnt_.close_requests);
+    s.spec.close_request->store(true, std::memory_order_release);
+    if (cfg_.wake_control != nullptr) cfg_.wake_control(cfg_.wake_control_arg);
+  }
+
+  // AUTH as the connection's first message (protocol §11.2): a fresh client nonce, our proof, and the proof
+  // we will require of the gateway, over the transcript both sides can build from the handshake.
+  template <typename Api>
+  void start_auth_st(Api& api, std::uint32_t link, dataplane::CoreConn& c) noexcept {
+    Slot& s = slots_[link];
+    const Credentials* cr = cfg_.credentials;
+    if (cr == nullptr || cr->principal.empty()) {
+      fail_auth_st(link, Status::kAuthRequired);
+      return;
+    }
+    protocol::auth::Transcript t{
+        c.session.local_incarnation, c.session.peer_incarnation, c.session.gateway_nonce, {}, cr->principal};
+    protocol::auth::Proof pc{};
+    if (!protocol::auth::random_nonce(&t.client_nonce) ||
+        !protocol::auth::compute_proof(protocol::auth::Role::kClient, cr->secret, t, &pc) ||
+        !protocol::auth::compute_proof(protocol::auth::Role::kGateway, cr->secret, t, &s.expected_pg)) {
+      fail_auth_st(link, Status::kAuthDenied);  // libcrypto failed (never expected): we cannot authenticate
+      return;
+    }
+    s.auth = AuthPhase::kAwaiting;
+    const protocol::Message m = protocol::make_auth_message(
+        kAuthCookie, static_cast<std::uint8_t>(protocol::auth::Mechanism::kHmacSha256), cr->principal,
+        t.client_nonce, pc);
+    if (!api.send_built_st(c, m)) fail_auth_st(link, Status::kAuthDenied);
+  }
+
+  // The connection cannot authenticate: record why for its gateway, fail what waits for that gateway unless
+  // another of its connections on this core is open, and have control close this one (it reconnects).
+  void fail_auth_st(std::uint32_t link, Status why) noexcept {
+    Slot& s = slots_[link];
+    s.auth = AuthPhase::kFailed;
+    bump(cnt_.auth_failures);
+    const std::uint32_t g = s.spec.gateway;
+    gateway_auth_[g] = why;
+    if (cfg_.auth_failures != nullptr) {
+      cfg_.auth_failures[g].store(static_cast<std::uint32_t>(why), std::memory_order_relaxed);
+    }
+    if (!gateway_open_st(g)) {
+      Fifo& p = pending_[g];
+      while (p.count != 0) {
+        --pending_total_;
+        fail_now_st(p.pop(), why);
+      }
+    }
+    request_close_st(s);
+  }
+
+  bool gateway_open_st(std::uint32_t g) const noexcept {
+    for (const std::uint32_t i : by_gateway_[g])
+      if (slots_[i].auth == AuthPhase::kOpen && req_.conn_st(i) != nullptr) return true;
+    return false;
+  }
+
   // The requester's link of `c` (kNoLink: not one of ours, or closed); on_answer_st and carries_st check
   // that the link still carries `c`.
   std::uint32_t link_of(const dataplane::CoreConn& c) const noexcept {
@@ -406,6 +562,14 @@ class ObjectClientService {
     if (p.count == 0) {
       const Start st = try_send_st(api, d);
       if (st != Start::kNoConn) return st == Start::kSent;
+    }
+    // The gateway refused our authentication and no connection to it is open: waiting would only end in
+    // kUnavailable, so say why now.
+    if (const Status why = gateway_auth_[d->gateway]; why != Status::kOk) [[unlikely]] {
+      if (!gateway_open_st(d->gateway)) {
+        fail_now_st(d, why);
+        return false;
+      }
     }
     p.push(d);
     ++pending_total_;
@@ -435,8 +599,9 @@ class ObjectClientService {
     std::uint32_t best = Requester::kNoLink;
     for (const std::uint32_t i : by_gateway_[gateway]) {
       const dataplane::CoreConn* conn = req_.conn_st(i);
-      if (conn == nullptr || slots_[i].close_requested || !req_.room_st(i, chunked) ||
-          conn->state != dataplane::CoreConnState::kOwned || api.tx_available_st(*conn) <= kTxSpare) {
+      if (conn == nullptr || slots_[i].close_requested || slots_[i].auth != AuthPhase::kOpen ||
+          !req_.room_st(i, chunked) || conn->state != dataplane::CoreConnState::kOwned ||
+          api.tx_available_st(*conn) <= kTxSpare) {
         continue;
       }
       if (best == Requester::kNoLink || req_.inflight_st(i) < req_.inflight_st(best)) best = i;
@@ -494,12 +659,7 @@ class ObjectClientService {
           req_.mark_if_st(i, [&](const RequestDesc* d) { return now - d->submit_tsc > cfg_.timeout_tsc; });
       if (n == 0) continue;
       bump(cnt_.timeouts, n);
-      if (!s.close_requested) {
-        s.close_requested = true;
-        bump(cnt_.close_requests);
-        s.spec.close_request->store(true, std::memory_order_release);
-        if (cfg_.wake_control != nullptr) cfg_.wake_control(cfg_.wake_control_arg);
-      }
+      request_close_st(s);
     }
     for (std::uint32_t g = 0; g < pending_.size(); ++g) {
       Fifo& p = pending_[g];
@@ -551,6 +711,7 @@ class ObjectClientService {
   std::vector<std::vector<std::uint32_t>> by_gateway_;
   std::vector<Fifo> pending_;
   std::uint32_t pending_total_ = 0;
+  std::vector<Status> gateway_auth_;  // per gateway: this core's latest authentication failure (kOk: none)
   Fifo direct_;
   std::uint64_t polls_ = 0;
   bool bound_ = false;

@@ -2,9 +2,13 @@
  * public header is checked as C), then run: strerror and the names for every code, the configuration's
  * refusals with their messages, NULL handles, and client creation failing with a status and a message that
  * names the problem (no gateway; no RDMA device or an unknown one). */
+#define _POSIX_C_SOURCE 200809L /* mkstemp, fdopen, chmod, unlink under -std=c99 */
 #include <rdmagate/client.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int failures;
 #define EXPECT(cond)                                                     \
@@ -20,7 +24,9 @@ static const int codes[] = {RDMAGATE_OK,           RDMAGATE_NOT_FOUND,        RD
                             RDMAGATE_NO_RESOURCES, RDMAGATE_BULK_FAILED,      RDMAGATE_CONNECTION_LOST,
                             RDMAGATE_UNAVAILABLE,  RDMAGATE_TIMEOUT,          RDMAGATE_BUSY,
                             RDMAGATE_REGISTRATION, RDMAGATE_SHUTDOWN,         RDMAGATE_PROTOCOL,
-                            RDMAGATE_STORE_UNAVAILABLE, RDMAGATE_CORRUPT,     RDMAGATE_INVALID_ARGUMENT,
+                            RDMAGATE_STORE_UNAVAILABLE, RDMAGATE_CORRUPT,     RDMAGATE_AUTH_REQUIRED,
+                            RDMAGATE_AUTH_DENIED,  RDMAGATE_AUTH_CONNECTION_LIMIT, RDMAGATE_AUTH_GATEWAY_UNPROVEN,
+                            RDMAGATE_FORBIDDEN,    RDMAGATE_QUOTA_EXCEEDED,   RDMAGATE_INVALID_ARGUMENT,
                             RDMAGATE_SETUP_FAILED, RDMAGATE_NO_MEMORY,        RDMAGATE_INTERNAL};
 #define NCODES (sizeof codes / sizeof codes[0])
 
@@ -35,7 +41,10 @@ static void test_strerror(void) {
       EXPECT(strcmp(rdmagate_status_name(codes[i]), rdmagate_status_name(codes[j])) != 0);
     }
   }
-  EXPECT(strcmp(rdmagate_strerror(17), "unknown rdmagate status") == 0);
+  EXPECT(strcmp(rdmagate_strerror(23), "unknown rdmagate status") == 0);
+  EXPECT(RDMAGATE_C_API_VERSION >= 2);
+  EXPECT(strcmp(rdmagate_status_name(RDMAGATE_AUTH_DENIED), "AUTH_DENIED") == 0);
+  EXPECT(strcmp(rdmagate_status_name(RDMAGATE_QUOTA_EXCEEDED), "QUOTA_EXCEEDED") == 0);
   EXPECT(strcmp(rdmagate_strerror(-1), "unknown rdmagate status") == 0);
   EXPECT(strcmp(rdmagate_status_name(999), "UNKNOWN") == 0);
   EXPECT(strcmp(rdmagate_status_name(RDMAGATE_NOT_FOUND), "NOT_FOUND") == 0);
@@ -66,7 +75,18 @@ static void test_config(void) {
   EXPECT(rdmagate_config_set_progress(cfg, 0) == RDMAGATE_INVALID_ARGUMENT);
   EXPECT(rdmagate_config_set_progress(cfg, 4) == RDMAGATE_INVALID_ARGUMENT);
   EXPECT(rdmagate_config_set(cfg, NULL, "1") == RDMAGATE_INVALID_ARGUMENT);
+  EXPECT(rdmagate_config_set(cfg, "secret", "00112233445566778899aabbccddeeff") == RDMAGATE_INVALID_ARGUMENT);
+  EXPECT(strstr(rdmagate_config_error(cfg), "secret: want \"hex:\" and 32..128 hex digits") != NULL);
+  EXPECT(rdmagate_config_set(cfg, "secret", "hex:00112233") == RDMAGATE_INVALID_ARGUMENT);
+  EXPECT(rdmagate_config_set(cfg, "secret", "hex:0011223344556677889900aabbccddeeZZ") == RDMAGATE_INVALID_ARGUMENT);
+  EXPECT(rdmagate_config_set_credentials(cfg, NULL, "x", 1) == RDMAGATE_INVALID_ARGUMENT);
+  EXPECT(rdmagate_config_set_credentials(cfg, "p", NULL, 16) == RDMAGATE_INVALID_ARGUMENT);
+  EXPECT(rdmagate_config_set_credentials(NULL, "p", NULL, 0) == RDMAGATE_INVALID_ARGUMENT);
   /* Accepted: every option and gateway spelling. */
+  EXPECT(rdmagate_config_set(cfg, "principal", "app-writer") == RDMAGATE_OK);
+  EXPECT(rdmagate_config_set(cfg, "secret", "hex:00112233445566778899aabbccddeeff") == RDMAGATE_OK);
+  EXPECT(rdmagate_config_set(cfg, "secrets_file", "/etc/rdmagate/client-secrets.yaml") == RDMAGATE_OK);
+  EXPECT(rdmagate_config_set_credentials(cfg, "app-writer", "0123456789abcdef", 16) == RDMAGATE_OK);
   EXPECT(rdmagate_config_set(cfg, "progress", "thread") == RDMAGATE_OK);
   EXPECT(rdmagate_config_set_progress(cfg, RDMAGATE_PROGRESS_CALLER) == RDMAGATE_OK);
   EXPECT(rdmagate_config_set(cfg, "cores", "1") == RDMAGATE_OK);
@@ -101,6 +121,7 @@ static void test_null_handles(void) {
   EXPECT(rdmagate_buffer_alloc(NULL, 64) == NULL);
   EXPECT(rdmagate_client_stats(NULL, &stats) == RDMAGATE_INVALID_ARGUMENT);
   EXPECT(rdmagate_client_wait_connected(NULL, 1) == RDMAGATE_INVALID_ARGUMENT);
+  EXPECT(rdmagate_client_auth_error(NULL, NULL, 0) == RDMAGATE_INVALID_ARGUMENT);
   rdmagate_client_destroy(NULL); /* a no-op, like free(NULL) */
 }
 
@@ -131,11 +152,65 @@ static void test_create(void) {
   rdmagate_config_free(cfg);
 }
 
+/* Credentials are checked before any device is touched, so every refusal names its option here too. */
+static int create_fails_with(rdmagate_config* cfg, const char* want) {
+  char err[512];
+  rdmagate_client* client = NULL;
+  const int rc = rdmagate_client_create(cfg, &client, err, sizeof err);
+  if (rc != RDMAGATE_SETUP_FAILED || client != NULL || strstr(err, want) == NULL) {
+    fprintf(stderr, "create: rc %d, message \"%s\", want \"%s\"\n", rc, err, want);
+    return 0;
+  }
+  return 1;
+}
+
+static void test_credentials(void) {
+  static const char secret[16] = "0123456789abcde";
+  char path[] = "/tmp/rdmagate-c-api-secrets-XXXXXX";
+  FILE* f;
+  int fd;
+  rdmagate_config* cfg = rdmagate_config_new();
+  EXPECT(rdmagate_config_add_gateway(cfg, "127.0.0.1", 7471) == RDMAGATE_OK);
+  EXPECT(rdmagate_config_set_device(cfg, "no_such_rdma_device0") == RDMAGATE_OK);
+  EXPECT(rdmagate_config_set_credentials(cfg, "bad name", secret, sizeof secret) == RDMAGATE_OK);
+  EXPECT(create_fails_with(cfg, "principal \"bad name\" is not 1..64 bytes of [A-Za-z0-9._@-]"));
+  EXPECT(rdmagate_config_set_credentials(cfg, "app", secret, 15) == RDMAGATE_OK);
+  EXPECT(create_fails_with(cfg, "the secret of principal app is 15 bytes, want 16..64"));
+  EXPECT(rdmagate_config_set_credentials(cfg, "", secret, sizeof secret) == RDMAGATE_OK);
+  EXPECT(create_fails_with(cfg, "secret or secrets_file given without a principal"));
+  EXPECT(rdmagate_config_set_credentials(cfg, "app", NULL, 0) == RDMAGATE_OK);
+  EXPECT(create_fails_with(cfg, "the secret of principal app is 0 bytes"));
+  EXPECT(rdmagate_config_set(cfg, "secrets_file", "/nonexistent/secrets.yaml") == RDMAGATE_OK);
+  EXPECT(create_fails_with(cfg, "client: secrets_file: cannot open /nonexistent/secrets.yaml"));
+  EXPECT(rdmagate_config_set_credentials(cfg, "app", secret, sizeof secret) == RDMAGATE_OK);
+  EXPECT(create_fails_with(cfg, "give the principal's secret or a secrets_file, not both"));
+
+  fd = mkstemp(path); /* mode 0600 */
+  EXPECT(fd >= 0);
+  f = fdopen(fd, "w");
+  fputs("secrets:\n  other: \"hex:000102030405060708090a0b0c0d0e0f\"\n", f);
+  fclose(f);
+  EXPECT(rdmagate_config_set_credentials(cfg, "app", NULL, 0) == RDMAGATE_OK);
+  EXPECT(rdmagate_config_set(cfg, "secrets_file", path) == RDMAGATE_OK);
+  EXPECT(create_fails_with(cfg, "has no secret for principal app"));
+  EXPECT(rdmagate_config_set_credentials(cfg, "other", NULL, 0) == RDMAGATE_OK);
+  EXPECT(create_fails_with(cfg, "no RDMA device") || create_fails_with(cfg, "no_such_rdma_device0"));
+  EXPECT(chmod(path, 0644) == 0);
+  EXPECT(create_fails_with(cfg, "has mode"));
+  unlink(path);
+  EXPECT(rdmagate_config_set(cfg, "max_message", "171") == RDMAGATE_OK);
+  EXPECT(rdmagate_config_set(cfg, "secrets_file", "") == RDMAGATE_OK);
+  EXPECT(rdmagate_config_set_credentials(cfg, "other", secret, sizeof secret) == RDMAGATE_OK);
+  EXPECT(create_fails_with(cfg, "max_message below 172 cannot carry the AUTH message"));
+  rdmagate_config_free(cfg);
+}
+
 int main(void) {
   test_strerror();
   test_config();
   test_null_handles();
   test_create();
+  test_credentials();
   if (failures != 0) {
     fprintf(stderr, "c_api_test: %d check(s) failed\n", failures);
     return 1;

@@ -64,6 +64,43 @@ def test_setup_failure_is_setup_failed_with_a_message():
     assert "no RDMA device" in str(e.value) or "no_such_rdma_device0" in str(e.value)
 
 
+def test_credentials_are_checked_before_the_device_and_name_the_problem(tmp_path):
+    gw = ["10.0.0.1"]
+    dev = {"device": "no_such_rdma_device0"}
+    with pytest.raises(rdmagate.SetupFailed, match=r"principal \"bad name\" is not 1..64 bytes"):
+        rdmagate.Client(gateways=gw, principal="bad name", secret=b"0123456789abcdef", **dev)
+    with pytest.raises(rdmagate.SetupFailed, match="is 15 bytes, want 16..64"):
+        rdmagate.Client(gateways=gw, principal="app", secret=b"0123456789abcde", **dev)
+    with pytest.raises(TypeError, match="secret must be bytes"):
+        rdmagate.Client(gateways=gw, principal="app", secret="text", **dev)
+    secrets = tmp_path / "secrets.yaml"
+    secrets.write_text('secrets:\n  other: "hex:000102030405060708090a0b0c0d0e0f"\n')
+    secrets.chmod(0o600)
+    with pytest.raises(rdmagate.SetupFailed, match="has no secret for principal app"):
+        rdmagate.Client(gateways=gw, principal="app", secrets_file=str(secrets), **dev)
+    secrets.chmod(0o640)
+    with pytest.raises(rdmagate.SetupFailed, match="has mode"):
+        rdmagate.Client(gateways=gw, principal="other", secrets_file=str(secrets), **dev)
+    with pytest.raises(rdmagate.InvalidArgument, match="secret: want"):
+        _set_option("secret", "00")
+
+
+def _set_option(name, value):
+    lib = rdmagate._lib.load()
+    cfg = lib.rdmagate_config_new()
+    try:
+        rc = lib.rdmagate_config_set(cfg, name.encode(), value.encode())
+        raise rdmagate._status.error_for(rc, lib.rdmagate_config_error(cfg).decode())
+    finally:
+        lib.rdmagate_config_free(cfg)
+
+
+def test_auth_statuses_have_their_classes():
+    assert isinstance(rdmagate._status.error_for(rdmagate.Status.AUTH_DENIED, ""), rdmagate.AuthDenied)
+    assert isinstance(rdmagate._status.error_for(rdmagate.Status.FORBIDDEN, ""), rdmagate.Forbidden)
+    assert isinstance(rdmagate._status.error_for(rdmagate.Status.QUOTA_EXCEEDED, ""), rdmagate.QuotaExceeded)
+
+
 def test_gateways_must_be_a_list():
     with pytest.raises(TypeError, match="list of addresses"):
         rdmagate.Client(gateways="10.0.0.1")

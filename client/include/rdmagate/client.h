@@ -43,9 +43,9 @@ extern "C" {
 #endif
 
 /* Version of this C API's contract; bumped with each minor addition (an int for preprocessor checks). */
-#define RDMAGATE_C_API_VERSION 1
+#define RDMAGATE_C_API_VERSION 2
 
-/* Status codes. Functions return them as int. 0..16 are rdmagate::client::Status, number for number. */
+/* Status codes. Functions return them as int. 0..22 are rdmagate::client::Status, number for number. */
 enum rdmagate_status {
   RDMAGATE_OK = 0,
   RDMAGATE_NOT_FOUND = 1,          /* GET/DELETE: no such key */
@@ -64,6 +64,13 @@ enum rdmagate_status {
   RDMAGATE_PROTOCOL = 14,          /* the gateway answered with something this client does not understand */
   RDMAGATE_STORE_UNAVAILABLE = 15, /* the gateway's backing store did not answer in time; retry may work */
   RDMAGATE_CORRUPT = 16,           /* the gateway found the stored value damaged; nothing was written */
+  /* Since RDMAGATE_C_API_VERSION 2 (authentication, docs/client.md "Authentication"): */
+  RDMAGATE_AUTH_REQUIRED = 17,         /* the gateway requires authentication; no credentials configured */
+  RDMAGATE_AUTH_DENIED = 18,           /* the gateway refused the principal or its secret */
+  RDMAGATE_AUTH_CONNECTION_LIMIT = 19, /* the principal holds its maximum connections; retry later */
+  RDMAGATE_AUTH_GATEWAY_UNPROVEN = 20, /* the gateway failed to prove the shared secret: not trusted */
+  RDMAGATE_FORBIDDEN = 21,             /* the principal lacks the permission for this operation */
+  RDMAGATE_QUOTA_EXCEEDED = 22,        /* PUT: the tenant's byte or object quota would be exceeded */
   /* This API's own codes. */
   RDMAGATE_INVALID_ARGUMENT = 1000, /* a NULL handle or pointer, a bad option name or value, no gateway */
   RDMAGATE_SETUP_FAILED = 1001,     /* rdmagate_client_create failed (device, memory, EAL, ...): see errbuf */
@@ -109,11 +116,24 @@ RDMAGATE_API int rdmagate_config_set_request_timeout_ms(rdmagate_config* config,
  *   yield_when_idle          0 | 1 | false | true
  *   lcores                   comma-separated lcore ids ("" = the default)
  *   eal_arg                  appends one EAL argument
+ *   principal                the principal to authenticate as (1..64 bytes of [A-Za-z0-9._@-]); version 2
+ *   secret                   its secret as "hex:" followed by 32..128 hex digits; version 2
+ *   secrets_file             a YAML secrets file in the gateway's format, readable by its owner only; version 2
  * RDMAGATE_INVALID_ARGUMENT for an unknown name or a bad value; rdmagate_config_error() says which.
  */
 RDMAGATE_API int rdmagate_config_set(rdmagate_config* config, const char* name, const char* value);
 /* The message of the last setter that failed on this config ("" if none); valid until the next setter. */
 RDMAGATE_API const char* rdmagate_config_error(const rdmagate_config* config);
+
+/*
+ * Credentials (RDMAGATE_C_API_VERSION 2): the principal to authenticate as and its secret (16..64 bytes,
+ * copied). secret NULL with secret_len 0: the secret comes from the "secrets_file" option. Connections to a
+ * gateway that requires authentication send AUTH first and carry no request until the gateway answered ok and
+ * proved the same secret; refusals fail requests with the RDMAGATE_AUTH_* codes (see
+ * rdmagate_client_auth_error).
+ */
+RDMAGATE_API int rdmagate_config_set_credentials(rdmagate_config* config, const char* principal,
+                                                 const void* secret, size_t secret_len);
 
 /* ---- Client -------------------------------------------------------------------------------------------- */
 
@@ -128,8 +148,17 @@ RDMAGATE_API int rdmagate_client_create(const rdmagate_config* config, rdmagate_
                                         size_t errlen);
 /* Fails what is still in flight with RDMAGATE_SHUTDOWN (their callbacks run), then frees the client. */
 RDMAGATE_API void rdmagate_client_destroy(rdmagate_client* client);
-/* RDMAGATE_OK once every gateway has a connection up, RDMAGATE_UNAVAILABLE at the timeout. */
+/*
+ * RDMAGATE_OK once every gateway has a connection up (authenticated when it asks for it), RDMAGATE_UNAVAILABLE
+ * at the timeout; the RDMAGATE_AUTH_* code at once when a gateway refused our authentication.
+ */
 RDMAGATE_API int rdmagate_client_wait_connected(rdmagate_client* client, uint32_t timeout_ms);
+/*
+ * Why the latest authentication failure happened, naming the gateway (RDMAGATE_C_API_VERSION 2): copies a
+ * NUL-terminated message of at most len - 1 bytes into buf ("" when none failed) and returns its status code
+ * (RDMAGATE_OK when none failed).
+ */
+RDMAGATE_API int rdmagate_client_auth_error(const rdmagate_client* client, char* buf, size_t len);
 
 /*
  * Synchronous requests; keys are 1..250 bytes of any value. rdmagate_get writes at most capacity bytes to
@@ -189,6 +218,9 @@ typedef struct rdmagate_stats {
   uint64_t registrations;   /* buffers registered with the device */
   uint32_t connections_up;  /* connections up now */
   uint32_t reserved0;       /* zero; keeps the layout the same on every ABI */
+  /* Since RDMAGATE_C_API_VERSION 2: */
+  uint64_t auth_ok;         /* connections that authenticated */
+  uint64_t auth_failures;   /* connections that failed authentication (any RDMAGATE_AUTH_* cause) */
 } rdmagate_stats;
 RDMAGATE_API int rdmagate_client_stats(const rdmagate_client* client, rdmagate_stats* stats);
 

@@ -14,16 +14,18 @@ key lives on, as every rdmagate client does.
 
 from . import placement
 from ._lib import LibraryNotFound
-from ._status import (BadRequest, BulkFailed, ConnectionLost, Corrupt, Error, InternalError, InvalidArgument,
-                      NoMemory, NoResources, NoSpace, NotFound, Progress, ProtocolError, RegistrationFailed,
-                      SetupFailed, Shutdown, Status, StoreUnavailable, TooLarge, TooSmall, Timeout, Unavailable,
-                      Busy)
+from ._status import (AuthConnectionLimit, AuthDenied, AuthGatewayUnproven, AuthRequired, BadRequest,
+                      BulkFailed, ConnectionLost, Corrupt, Error, Forbidden, InternalError, InvalidArgument,
+                      NoMemory, NoResources, NoSpace, NotFound, Progress, ProtocolError, QuotaExceeded,
+                      RegistrationFailed, SetupFailed, Shutdown, Status, StoreUnavailable, TooLarge, TooSmall,
+                      Timeout, Unavailable, Busy)
 from .client import Client, strerror
 
 __all__ = [
     "Client", "strerror", "placement", "Status", "Progress", "Error", "LibraryNotFound", "NotFound", "TooLarge",
     "NoSpace", "BadRequest", "TooSmall", "NoResources", "BulkFailed", "ConnectionLost", "Unavailable", "Timeout",
     "Busy", "RegistrationFailed", "Shutdown", "ProtocolError", "StoreUnavailable", "Corrupt", "InvalidArgument",
-    "SetupFailed", "NoMemory", "InternalError",
+    "SetupFailed", "NoMemory", "InternalError", "AuthRequired", "AuthDenied", "AuthConnectionLimit",
+    "AuthGatewayUnproven", "Forbidden", "QuotaExceeded",
 ]
 __version__ = "0.1.0"

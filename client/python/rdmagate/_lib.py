@@ -24,6 +24,8 @@ class Stats(ctypes.Structure):
         ("registrations", ctypes.c_uint64),
         ("connections_up", ctypes.c_uint32),
         ("reserved0", ctypes.c_uint32),
+        ("auth_ok", ctypes.c_uint64),
+        ("auth_failures", ctypes.c_uint64),
     ]
 
 
@@ -48,9 +50,11 @@ def _declare(lib):
         "rdmagate_config_free": (None, [c_void_p]),
         "rdmagate_config_set": (c_int, [c_void_p, c_char_p, c_char_p]),
         "rdmagate_config_error": (c_char_p, [c_void_p]),
+        "rdmagate_config_set_credentials": (c_int, [c_void_p, c_char_p, c_void_p, c_size]),
         "rdmagate_client_create": (c_int, [c_void_p, ctypes.POINTER(c_void_p), c_char_p, c_size]),
         "rdmagate_client_destroy": (None, [c_void_p]),
         "rdmagate_client_wait_connected": (c_int, [c_void_p, ctypes.c_uint32]),
+        "rdmagate_client_auth_error": (c_int, [c_void_p, c_char_p, c_size]),
         "rdmagate_put": (c_int, [c_void_p, c_char_p, c_size, c_void_p, c_size]),
         "rdmagate_get": (c_int, [c_void_p, c_char_p, c_size, c_void_p, c_size, ctypes.POINTER(ctypes.c_uint64)]),
         "rdmagate_delete": (c_int, [c_void_p, c_char_p, c_size]),

@@ -21,6 +21,12 @@ class Status(enum.IntEnum):
     PROTOCOL = 14
     STORE_UNAVAILABLE = 15
     CORRUPT = 16
+    AUTH_REQUIRED = 17
+    AUTH_DENIED = 18
+    AUTH_CONNECTION_LIMIT = 19
+    AUTH_GATEWAY_UNPROVEN = 20
+    FORBIDDEN = 21
+    QUOTA_EXCEEDED = 22
     INVALID_ARGUMENT = 1000
     SETUP_FAILED = 1001
     NO_MEMORY = 1002
@@ -61,6 +67,12 @@ class Shutdown(Error): pass
 class ProtocolError(Error): pass
 class StoreUnavailable(Error): pass
 class Corrupt(Error): pass
+class AuthRequired(Error): pass
+class AuthDenied(Error): pass
+class AuthConnectionLimit(Error): pass
+class AuthGatewayUnproven(Error): pass
+class Forbidden(Error): pass
+class QuotaExceeded(Error): pass
 class InvalidArgument(Error): pass
 class SetupFailed(Error): pass
 class NoMemory(Error): pass
@@ -84,6 +96,12 @@ _CLASSES = {
     Status.PROTOCOL: ProtocolError,
     Status.STORE_UNAVAILABLE: StoreUnavailable,
     Status.CORRUPT: Corrupt,
+    Status.AUTH_REQUIRED: AuthRequired,
+    Status.AUTH_DENIED: AuthDenied,
+    Status.AUTH_CONNECTION_LIMIT: AuthConnectionLimit,
+    Status.AUTH_GATEWAY_UNPROVEN: AuthGatewayUnproven,
+    Status.FORBIDDEN: Forbidden,
+    Status.QUOTA_EXCEEDED: QuotaExceeded,
     Status.INVALID_ARGUMENT: InvalidArgument,
     Status.SETUP_FAILED: SetupFailed,
     Status.NO_MEMORY: NoMemory,

@@ -53,6 +53,11 @@ class Client:
     gateways are "ADDR", "ADDR:PORT", "[V6]:PORT" or (ADDR, PORT) pairs; any other keyword is an option of
     rdmagate_config_set() (rdmagate/client.h). Use as a context manager, or call close().
 
+    Authentication (docs/client.md): principal="app-writer" with secret=bytes (16..64 bytes) or
+    secrets_file="/path/secrets.yaml" (the gateway's format, mode 0600). A gateway that refuses them raises
+    AuthDenied, AuthConnectionLimit, AuthGatewayUnproven or, without credentials, AuthRequired from
+    wait_connected() and from requests; auth_error() says which gateway and why.
+
     Values are copied through a registered staging buffer: Python memory can be freed and its pages unmapped
     at any time, and a buffer registered with the device must not be (rdmagate/client.h, "Buffers"). One
     thread at a time uses the client (a lock enforces it; in the default progress mode the C client is
@@ -71,6 +76,15 @@ class Client:
         if not cfg:
             raise error_for(Status.NO_MEMORY, "rdmagate_config_new: out of memory")
         try:
+            secret = options.pop("secret", None)
+            if secret is not None:
+                if not isinstance(secret, (bytes, bytearray)):
+                    raise TypeError(f"rdmagate: secret must be bytes, not {type(secret).__name__}")
+                principal = options.pop("principal", "")
+                rc = self._lib.rdmagate_config_set_credentials(cfg, str(principal).encode(), bytes(secret),
+                                                               len(secret))
+                if rc != Status.OK:
+                    raise error_for(rc, self._lib.rdmagate_config_error(cfg).decode())
             settings = [("gateway", self._gateway_text(g)) for g in gateways]
             settings += [(name, _option_text(name, value)) for name, value in options.items()]
             for name, text in settings:
@@ -142,10 +156,19 @@ class Client:
             self.close()
 
     def wait_connected(self, timeout=10.0):
-        """True once every gateway has a connection up, False at the timeout (seconds)."""
+        """True once every gateway has a connection up (authenticated when it asks), False at the timeout
+        (seconds); raises the Auth* error at once when a gateway refused our authentication."""
         with self._lock:
             rc = self._lib.rdmagate_client_wait_connected(self._live(), int(timeout * 1000))
-        return rc == Status.OK
+        if rc in (Status.OK, Status.UNAVAILABLE):
+            return rc == Status.OK
+        raise error_for(rc, self.auth_error() or self._strerror(rc))
+
+    def auth_error(self):
+        """Why the latest authentication failure happened, naming the gateway ("" when none failed)."""
+        buf = ctypes.create_string_buffer(512)
+        self._lib.rdmagate_client_auth_error(self._live(), buf, len(buf))
+        return buf.value.decode(errors="replace")
 
     def put(self, key, value):
         k = _key_bytes(key)
