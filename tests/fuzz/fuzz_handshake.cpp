@@ -5,6 +5,9 @@
 // with the mirror-image session; a refused one yields a well-formed reject with our parameters.
 // Minor 1: the negotiated keepalive is the stricter announced interval, both sides learn the same
 // timers, the initiator the acceptor's limits; a minor-0 connection carries none.
+// Minor 2: an acceptor requiring authentication accepts only at minor >= 2 with a message size that carries
+// AUTH, with the auth flag and its nonce, which the initiator learns; refuses older initiators auth_required;
+// an acceptor that does not require it never sets the flag and sends a zero nonce.
 
 #include <array>
 #include <cstring>
@@ -32,6 +35,12 @@ void check_round_trip(const HandshakeBody& b) {
   RDMAGATE_FUZZ_CHECK(again == b);
 }
 
+bool zero(const std::array<std::uint8_t, kGatewayNonceSize>& n) {
+  for (const std::uint8_t b : n)
+    if (b != 0) return false;
+  return true;
+}
+
 bool le_all(const ConnParams& a, const ConnParams& b) {
   return a.queue_depth <= b.queue_depth && a.max_message_size <= b.max_message_size &&
          a.max_fragments <= b.max_fragments && a.max_bulk_size <= b.max_bulk_size;
@@ -48,8 +57,10 @@ void acceptor_side(std::span<const std::uint8_t> pd, std::uint8_t sel) {
   else
     RDMAGATE_FUZZ_CHECK(o.reason == RejectReason::kBadPrivateData && o.error == derr);
 
+  if (o.reason == RejectReason::kAuthRequired) RDMAGATE_FUZZ_CHECK(self.auth_required);
   if (o.reason != RejectReason::kNone) {
     RDMAGATE_FUZZ_CHECK(o.reply.kind == HandshakeKind::kReject && o.reply.reason == o.reason);
+    RDMAGATE_FUZZ_CHECK(zero(o.reply.gateway_nonce) && o.reply.flags == (self.want_checksum ? 1 : 0));
     RDMAGATE_FUZZ_CHECK(o.reply.params == own && o.reply.src_incarnation == self.incarnation);
     check_round_trip(o.reply);
     return;
@@ -66,6 +77,11 @@ void acceptor_side(std::span<const std::uint8_t> pd, std::uint8_t sel) {
                       o.session.peer_incarnation == req.src_incarnation);
   RDMAGATE_FUZZ_CHECK(o.reply.kind == HandshakeKind::kAccept && o.reply.params == p);
   check_round_trip(o.reply);
+  const bool auth = (o.reply.flags & kHandshakeFlagAuth) != 0;
+  RDMAGATE_FUZZ_CHECK(auth == self.auth_required && o.session.auth_required == auth);
+  RDMAGATE_FUZZ_CHECK(auth ? o.reply.gateway_nonce == self.gateway_nonce : zero(o.reply.gateway_nonce));
+  RDMAGATE_FUZZ_CHECK(o.session.gateway_nonce == o.reply.gateway_nonce);
+  if (auth) RDMAGATE_FUZZ_CHECK(o.reply.minor >= 2 && p.max_message_size >= kAuthMaxSize);
   RDMAGATE_FUZZ_CHECK(timers_sane(req.timers) && timers_sane(o.reply.timers));
   if (o.reply.minor >= 1) {
     RDMAGATE_FUZZ_CHECK(o.session.keepalive_ms ==
@@ -92,6 +108,7 @@ void acceptor_side(std::span<const std::uint8_t> pd, std::uint8_t sel) {
                       s.local_dead_peer_ms == o.session.peer_dead_peer_ms &&
                       s.peer_dead_peer_ms == o.session.local_dead_peer_ms);
   RDMAGATE_FUZZ_CHECK(s.peer_limits == o.reply.limits);
+  RDMAGATE_FUZZ_CHECK(s.auth_required == o.session.auth_required && s.gateway_nonce == o.session.gateway_nonce);
 }
 
 void initiator_side(std::span<const std::uint8_t> pd, std::uint8_t sel) {
@@ -110,6 +127,9 @@ void initiator_side(std::span<const std::uint8_t> pd, std::uint8_t sel) {
   if (s.version != pack_version(self.major, 0) && sent.timers.keepalive_ms != 0)
     RDMAGATE_FUZZ_CHECK(s.keepalive_ms != 0 && s.keepalive_ms <= sent.timers.keepalive_ms);
   RDMAGATE_FUZZ_CHECK(timers_sane(Timers{s.keepalive_ms, s.peer_dead_peer_ms}));
+  // Authentication only from minor 2, and then always with a nonce; without it, no nonce.
+  RDMAGATE_FUZZ_CHECK(s.auth_required != zero(s.gateway_nonce));
+  if (s.auth_required) RDMAGATE_FUZZ_CHECK((s.version & 0x0f) >= 2);
 }
 
 void reject_side(std::span<const std::uint8_t> pd) {

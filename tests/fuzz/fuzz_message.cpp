@@ -34,6 +34,17 @@ void check_accepted(const std::uint8_t* rx, std::size_t n, const Message& m, con
     RDMAGATE_FUZZ_CHECK(n == kHeaderSize && m.opcode == 0 && m.cookie == 0 && m.payload.empty());
   if (m.type == MessageType::kCompletion)
     RDMAGATE_FUZZ_CHECK(n == kCompletionSize && m.byte_count <= p.max_bulk_size && m.payload.empty());
+  if (m.type == MessageType::kAuth || m.type == MessageType::kAuthAnswer) {
+    RDMAGATE_FUZZ_CHECK((s.version & 0x0f) >= 2 && m.opcode == 0 && m.payload.empty());
+  }
+  if (m.type == MessageType::kAuth) {
+    RDMAGATE_FUZZ_CHECK(valid_principal_bytes(m.auth_principal) && n == kAuthFixedSize + m.auth_principal.size());
+    RDMAGATE_FUZZ_CHECK(reinterpret_cast<const std::uint8_t*>(m.auth_principal.data()) == rx + kAuthFixedSize);
+  }
+  if (m.type == MessageType::kAuthAnswer) {
+    RDMAGATE_FUZZ_CHECK(n == kAuthAnswerSize && m.auth_status <= kAuthStatusMax);
+    if (m.auth_status != 0) RDMAGATE_FUZZ_CHECK(m.auth_proof == AuthBytes{});
+  }
 
   // Canonical: the sender's encoding of the decoded message is byte-identical to the input.
   const Session tx = sender_session(sel);
@@ -81,6 +92,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                         ref.chunk.count == m.chunk.count);
     for (std::uint16_t i = 0; i < m.chunk.count; ++i)
       RDMAGATE_FUZZ_CHECK(ref.chunk.fragments[i] == m.chunk.fragments[i]);
+    if (m.type == MessageType::kAuth)
+      RDMAGATE_FUZZ_CHECK(ref.auth_mechanism == m.auth_mechanism && ref.auth_principal == m.auth_principal &&
+                          ref.auth_principal.data() == m.auth_principal.data() &&
+                          ref.auth_client_nonce == m.auth_client_nonce && ref.auth_proof == m.auth_proof);
+    if (m.type == MessageType::kAuthAnswer)
+      RDMAGATE_FUZZ_CHECK(ref.auth_status == m.auth_status && ref.auth_proof == m.auth_proof);
   }
   if (err == WireError::kOk) check_accepted(rx.get(), n, m, s, sel);
   return 0;

@@ -31,6 +31,21 @@ Message make(MessageType type, std::uint16_t frags, std::size_t payload, const S
     for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::uint8_t>('a' + i % 26);
     return a;
   }();
+  static const AuthBytes kNonce = [] {
+    AuthBytes a{};
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::uint8_t>(0x80 + i);
+    return a;
+  }();
+  if (type == MessageType::kAuth) {
+    Message m = make_auth_message(0x41, 1, "app-writer@tenant.example", kNonce, kNonce);
+    m.credits = 1;
+    return m;
+  }
+  if (type == MessageType::kAuthAnswer) {
+    Message m = make_auth_answer(0x41, 0, kNonce);
+    m.credits = 1;
+    return m;
+  }
   Message m;
   m.type = type;
   if (type == MessageType::kNoop) {
@@ -63,7 +78,8 @@ int main(int argc, char** argv) {
   fs::create_directories(hs_dir);
   int files = 0;
 
-  // Messages: selector = checksum bit | parameter set << 2.
+  // Messages: selector = checksum bit | parameter set << 2 (a 1.2 session). AUTH only where the set's
+  // message size carries it (the handshake refuses smaller ones with authentication on).
   for (std::uint8_t set = 0; set < 4; ++set) {
     for (std::uint8_t checksum = 0; checksum < 2; ++checksum) {
       const std::uint8_t sel = static_cast<std::uint8_t>(checksum | (set << 2));
@@ -72,6 +88,9 @@ int main(int argc, char** argv) {
           std::min(tx.params.max_fragments, fragments_fitting(tx.params.max_message_size));
       for (std::uint8_t t = kMessageTypeMin; t <= kMessageTypeMax; ++t) {
         const auto type = static_cast<MessageType>(t);
+        if ((type == MessageType::kAuth || type == MessageType::kAuthAnswer) &&
+            tx.params.max_message_size < kAuthMaxSize)
+          continue;
         const std::uint16_t frags = is_chunk_request(type) ? max_frags : 0;
         const std::size_t room = tx.params.max_message_size - payload_offset(type, frags);
         const std::size_t payload = type == MessageType::kNoop ? 0 : std::min<std::size_t>(room, 16);
@@ -88,9 +107,22 @@ int main(int argc, char** argv) {
     }
   }
 
+  // A refusal (status denied, no proof) and a minor-1 session's AUTH (unknown there) beside the ok answers.
+  {
+    const Session tx = sender_session(0);
+    std::vector<std::uint8_t> out(tx.params.max_message_size);
+    Message denied = make_auth_answer(0x41, 1, {});
+    denied.credits = 1;
+    auto e = encode_message(denied, tx, out);
+    files += e.ok() && write_file(msg_dir / "set0_type8_denied", 0, {out.data(), e.size});
+    e = encode_message(make(MessageType::kAuth, 0, 0, tx), tx, out);
+    files += e.ok() && write_file(msg_dir / "set0_minor1_type7", 16, {out.data(), e.size});
+  }
+
   // Handshake bodies: requests (first connect and reconnect, with and without checksum), the
   // accept the acceptor gives them, and every reject reason.
-  for (std::uint8_t sel : {0x00, 0x01, 0x02, 0x04, 0x08, 0x10, 0x1f, 0x20, 0x3f, 0x40, 0x60}) {
+  // 0x80 on: the acceptor requires authentication (0xc0: a 1.1 initiator it refuses auth_required).
+  for (std::uint8_t sel : {0x00, 0x01, 0x02, 0x04, 0x08, 0x10, 0x1f, 0x20, 0x3f, 0x40, 0x60, 0x80, 0xa1, 0xc0}) {
     const HandshakeBody req = initiator_request(sel);
     std::array<std::uint8_t, kCmConnectRequestPrivateDataMax> buf{};  // IB pads to 56 bytes
     const auto e = encode_handshake(req, buf);
