@@ -125,6 +125,7 @@ EngineConfig engine_config(const conf::Config& cfg) {
     cc.keepalive_us = t.keepalive_us;
     cc.dead_peer_us = t.dead_peer_us;
     cc.bulk_timeout_us = t.bulk_timeout_us;
+    cc.auth_timeout_us = plan_auth_timeout_us(cfg.security);
     ec.cores.push_back(cc);
   }
   const std::uint64_t max_bulk = std::min<std::uint64_t>(0xffffffffu, 2 * cfg.store.max_value_bytes);
@@ -175,6 +176,23 @@ TimeoutSettings plan_timeouts(const conf::ProtocolConfig& p) {
 
 AdmissionSettings plan_admission(const conf::SecurityConfig& s) {
   return AdmissionSettings{s.connections_per_source, static_cast<double>(s.connect_rate), s.connect_burst};
+}
+
+std::uint64_t plan_auth_timeout_us(const conf::SecurityConfig& s) {
+  return std::uint64_t{s.auth_timeout_ms} * 1000;
+}
+
+std::unique_ptr<dataplane::AuthTable> load_auth_table(const conf::SecurityConfig& s,
+                                                      dataplane::AuthRegistry& registry, std::string* error) {
+  conf::Secrets secrets;
+  // Without principals there is nothing to read (every AUTH is denied); with them the loader has already
+  // refused an empty secrets_file.
+  if (s.authentication_required() && !s.secrets_file.empty()) {
+    std::optional<conf::Secrets> read = conf::loadSecretsFile(s.secrets_file, error);
+    if (!read) return nullptr;
+    secrets = std::move(*read);
+  }
+  return registry.build(s, secrets, error);
 }
 
 std::optional<dataplane::FaultTable> plan_faults(const conf::FaultsConfig& f, std::string* error) {

@@ -14,12 +14,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "conf/config.hpp"
 #include "control/engine.hpp"
+#include "dataplane/auth_registry.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/fault_rules.hpp"
 #include "services/storage/memory/store.hpp"
@@ -72,6 +75,23 @@ AdmissionSettings plan_admission(const conf::SecurityConfig& s);
 // faults.rules parsed into the table the engine installs at start and on SIGHUP; nullopt and *error naming
 // the entry ("faults.rules[2]: ...") when a rule does not parse, so a start or a reload refuses it.
 std::optional<dataplane::FaultTable> plan_faults(const conf::FaultsConfig& f, std::string* error);
+
+// security.auth_timeout_ms in us: each core's CoreConfig::auth_timeout_us at start,
+// Engine::set_auth_timeout_st on SIGHUP.
+std::uint64_t plan_auth_timeout_us(const conf::SecurityConfig& s);
+
+// The AuthTable for the engine (Engine::set_auth_table_st), at start and on every SIGHUP: with
+// security.authentication required, security.secrets_file is read (conf::loadSecretsFile: one open, the
+// mode checked on that descriptor) and `registry` builds the table, keeping tenant ids and usage across
+// reloads. With authentication off nothing is read: a table with required false. nullptr and *error naming
+// the key or the file when it is refused; the start then fails, a reload keeps the running table. Reads a
+// file, unlike the rest of this header's plans, because the secrets never pass through conf::Config.
+std::unique_ptr<dataplane::AuthTable> load_auth_table(const conf::SecurityConfig& s,
+                                                      dataplane::AuthRegistry& registry, std::string* error);
+
+// Logged at warn at every start with authentication off.
+inline constexpr std::string_view kAuthOffWarning =
+    "authentication is off: any admitted peer may read, overwrite and delete every object";
 
 // EAL memory (-m, MiB) when eal.memory_mib is 0: the store's region plus every core's buffers and rings,
 // with headroom for EAL's own allocations.

@@ -6,7 +6,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -252,8 +257,9 @@ TEST(GatewaySettings, IdlePolicy) {
   EXPECT_EQ(y.engine.cores.at(0).idle_yield_after, 64u);
   EXPECT_EQ(plan({"dataplane.idle_policy=pause"}).engine.cores.at(0).idle, dataplane::IdlePolicy::kPause);
   EXPECT_EQ(plan({"dataplane.idle_policy=backoff"}).engine.cores.at(0).idle, dataplane::IdlePolicy::kBackoff);
-  const GatewaySettings e = plan({"dataplane.cores=[1,2]", "dataplane.idle_policy=event",
-                                  "dataplane.idle_event_after_us=250", "dataplane.idle_backoff_max_pauses=8"});
+  const GatewaySettings e =
+      plan({"dataplane.cores=[1,2]", "dataplane.idle_policy=event", "dataplane.idle_event_after_us=250",
+            "dataplane.idle_backoff_max_pauses=8"});
   for (const dataplane::CoreConfig& c : e.engine.cores) {
     EXPECT_EQ(c.idle, dataplane::IdlePolicy::kEvent);
     EXPECT_EQ(c.idle_event_after_us, 250u);
@@ -308,7 +314,8 @@ TEST(GatewaySettings, AdmissionIsWhatStartAndReloadBothApply) {
   EXPECT_EQ(d.rate, 100.0);
   EXPECT_EQ(d.burst, 200u);
   const control::AdmissionSettings a = control::plan_admission(
-      load({"security.connections_per_source=3", "security.connect_rate=7", "security.connect_burst=9"}).security);
+      load({"security.connections_per_source=3", "security.connect_rate=7", "security.connect_burst=9"})
+          .security);
   EXPECT_EQ(a.per_source, 3u);
   EXPECT_EQ(a.rate, 7.0);
   EXPECT_EQ(a.burst, 9u);
@@ -347,6 +354,102 @@ TEST(GatewaySettings, FaultRulesAreParsedAndABadOneRefusesTheStart) {
   EXPECT_FALSE(control::plan_gateway(cfg, &err).has_value());
   EXPECT_THAT(err, ::testing::HasSubstr("faults.rules[2]"));
   EXPECT_FALSE(control::plan_faults(cfg.faults, &err).has_value());
+}
+
+TEST(GatewaySettings, AuthTimeoutIsWhatStartAndReloadBothApply) {
+  EXPECT_EQ(control::plan_auth_timeout_us(load().security), 5'000'000u);
+  const GatewaySettings s = plan({"dataplane.cores=[1, 2]", "security.auth_timeout_ms=250"});
+  ASSERT_EQ(s.engine.cores.size(), 2u);
+  for (const dataplane::CoreConfig& c : s.engine.cores) EXPECT_EQ(c.auth_timeout_us, 250'000u);
+  EXPECT_EQ(control::plan_auth_timeout_us(load({"security.auth_timeout_ms=250"}).security), 250'000u);
+}
+
+// A secrets file in a directory of its own, removed afterwards.
+class AuthTableFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rdmagate-auth-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/secrets.yaml";
+  }
+  void TearDown() override {
+    std::remove(path_.c_str());
+    rmdir(dir_.c_str());
+  }
+  void write_secrets(std::string_view text, mode_t mode) {
+    std::ofstream(path_) << text;
+    ASSERT_EQ(chmod(path_.c_str(), mode), 0);
+  }
+  conf::SecurityConfig security(std::vector<std::string> extra = {}) {
+    std::vector<std::string> o = {"security.authentication=required", "security.secrets_file=" + path_,
+                                  "security.tenants=[{name: app, max_objects: 10}]",
+                                  "security.principals=[{name: w, tenant: app, permissions: [read, write]}]"};
+    o.insert(o.end(), extra.begin(), extra.end());
+    return load(o).security;
+  }
+  static constexpr std::string_view kSecret = "hex:00112233445566778899aabbccddeeff";
+  std::string dir_, path_;
+};
+
+TEST_F(AuthTableFile, RequiredReadsTheSecretsIntoTheTable) {
+  write_secrets("secrets:\n  w: \"" + std::string(kSecret) + "\"\n", 0600);
+  dataplane::AuthRegistry reg;
+  std::string err;
+  const std::unique_ptr<dataplane::AuthTable> t = control::load_auth_table(security(), reg, &err);
+  ASSERT_NE(t, nullptr) << err;
+  EXPECT_TRUE(t->required);
+  const dataplane::PrincipalEntry* w = t->find("w");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->secret, (std::vector<std::uint8_t>{0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99,
+                                                  0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff}));
+  EXPECT_EQ(w->perms, dataplane::kPermRead | dataplane::kPermWrite);
+  EXPECT_EQ(w->tenant->max_objects, 10u);
+}
+
+TEST_F(AuthTableFile, AWideModeOrAMissingSecretRefusesTheTableAndKeepsTheRegistry) {
+  write_secrets("secrets:\n  w: \"" + std::string(kSecret) + "\"\n", 0600);
+  dataplane::AuthRegistry reg;
+  std::string err;
+  ASSERT_NE(control::load_auth_table(security(), reg, &err), nullptr) << err;
+  const std::uint16_t app = reg.tenant_id("app");
+  ASSERT_NE(app, 0);
+
+  ASSERT_EQ(chmod(path_.c_str(), 0640), 0);
+  EXPECT_EQ(
+      control::load_auth_table(security({"security.tenants=[{name: app}, {name: new}]",
+                                         "security.principals=[{name: w, tenant: new, permissions: []}]"}),
+                               reg, &err),
+      nullptr);
+  EXPECT_EQ(err, "security.secrets_file: " + path_ +
+                     " has mode 0640, which grants the group or others access to "
+                     "the secrets; run chmod 600 " +
+                     path_);
+  EXPECT_EQ(reg.tenant_id("new"), 0);  // a refused reload assigns nothing
+
+  write_secrets("secrets:\n  other: \"" + std::string(kSecret) + "\"\n", 0600);
+  EXPECT_EQ(control::load_auth_table(security(), reg, &err), nullptr);
+  EXPECT_EQ(err, "security.secrets_file: no secret for principal \"w\" (security.principals[0])");
+  EXPECT_EQ(reg.tenant_id("app"), app);
+}
+
+TEST_F(AuthTableFile, OffReadsNothing) {
+  // no file at path_: with authentication off it is never opened
+  dataplane::AuthRegistry reg;
+  std::string err;
+  const std::unique_ptr<dataplane::AuthTable> t =
+      control::load_auth_table(security({"security.authentication=off"}), reg, &err);
+  ASSERT_NE(t, nullptr) << err;
+  EXPECT_FALSE(t->required);
+  EXPECT_TRUE(t->principals.empty());
+  EXPECT_EQ(control::load_auth_table(security(), reg, &err), nullptr);
+  EXPECT_EQ(err, "security.secrets_file: cannot open " + path_ + ": No such file or directory");
+  // required without principals or a secrets file: a table that denies every AUTH
+  const std::unique_ptr<dataplane::AuthTable> none =
+      control::load_auth_table(load({"security.authentication=required"}).security, reg, &err);
+  ASSERT_NE(none, nullptr) << err;
+  EXPECT_TRUE(none->required);
+  EXPECT_EQ(none->find("w"), nullptr);
 }
 
 TEST(GatewaySettings, ChecksumAndDevice) {
@@ -394,8 +497,8 @@ TEST(GatewaySettings, Telemetry) {
   EXPECT_EQ(s.http->port, 0);  // any free port
   EXPECT_EQ(s.core_stall, 250ms);
 
-  const GatewaySettings bounded = plan(
-      {"telemetry.threads=8", "telemetry.request_timeout_ms=1500", "telemetry.probe_port=9465"});
+  const GatewaySettings bounded =
+      plan({"telemetry.threads=8", "telemetry.request_timeout_ms=1500", "telemetry.probe_port=9465"});
   EXPECT_EQ(bounded.http->threads, 8u);
   EXPECT_EQ(bounded.http->request_timeout, 1500ms);
   ASSERT_TRUE(bounded.http->probe_port.has_value());
