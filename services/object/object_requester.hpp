@@ -357,6 +357,8 @@ class ObjectRequester {
       case ObjectStatus::kNoSpace:
       case ObjectStatus::kUnavailable:
       case ObjectStatus::kCorrupt:
+      case ObjectStatus::kForbidden:
+      case ObjectStatus::kQuotaExceeded:
         return true;
       case ObjectStatus::kUnknownOpcode:
         return false;

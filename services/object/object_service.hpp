@@ -35,6 +35,17 @@
 //
 // Latency: from the poll that delivered the request to its answer, observed in ObjectServiceConfig::stats
 // by op.
+//
+// Tenants (docs/store.md "Tenant namespaces, permissions and quotas"). A connection's keys live in its
+// tenant's namespace (storage::Namespace from CoreConn::tenant_id and the principal's tenant name; the
+// unauthenticated namespace when authentication is off), so the peer's key reaches the backend unchanged
+// and two tenants' equal keys are different objects. GET needs kPermRead, PUT kPermWrite, DELETE
+// kPermDelete (CoreConn::perms, all bits when authentication is off), else the answer is forbidden before
+// any storage call or transfer; ECHO and SINK need none. A PUT holds what it may add to its tenant's usage
+// (TenantUsage, shared by every core) with a compare-exchange against the tenant's limits before its store
+// call or READ, else quota_exceeded; its end turns the hold into what it really changed (the backend's
+// Prior) or gives it back, on every path (a failed call, a failed or abandoned READ, a closed connection).
+// A DELETE gives back what it removed. Only with a backend that reports_prior() (the memory store).
 
 #include <rte_cycles.h>
 
@@ -47,6 +58,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dataplane/auth_table.hpp"
 #include "dataplane/core_conn.hpp"
 #include "protocol/message.hpp"
 #include "protocol/object_wire.hpp"
@@ -65,13 +77,27 @@ struct ObjectServiceConfig {
   telemetry::CoreStats* stats = nullptr;  // optional: request latency by op (observe_request_ns)
 };
 
-// Answer statuses as counters index them: ObjectStatus 0..5, then the application ones 0x100..0x104.
-inline constexpr std::size_t kObjectStatusSlots = 11;
+// Answer statuses as counters index them: ObjectStatus 0..5, then the application ones 0x100..0x106.
+inline constexpr std::size_t kObjectStatusSlots = 13;
 constexpr std::size_t object_status_slot(protocol::ObjectStatus s) noexcept {
   const auto v = static_cast<std::uint32_t>(s);
   if (v < protocol::kStatusApplicationBase) return v < 6 ? v : 5;
   const std::uint32_t app = v - protocol::kStatusApplicationBase;
-  return app < 5 ? 6 + app : 5;
+  return app < kObjectStatusSlots - 6 ? 6 + app : 5;
+}
+static_assert(object_status_slot(protocol::ObjectStatus::kQuotaExceeded) == kObjectStatusSlots - 1);
+
+// The permission an object op needs (dataplane::Permission).
+constexpr std::uint8_t permission_for(protocol::ObjectOp op) noexcept {
+  switch (op) {
+    case protocol::ObjectOp::kGet:
+      return kPermRead;
+    case protocol::ObjectOp::kPut:
+      return kPermWrite;
+    case protocol::ObjectOp::kDelete:
+      return kPermDelete;
+  }
+  return kPermAll;
 }
 
 // Plain per-core counters: only the owning core writes them; read them after the core stopped (or tolerate
@@ -107,7 +133,10 @@ class ObjectService {
 
   // Setup: sizes the request table (the only allocation).
   explicit ObjectService(const ObjectServiceConfig& cfg)
-      : cfg_(cfg), storage_(*cfg.storage), cq_(storage_.completions()) {
+      : cfg_(cfg),
+        storage_(*cfg.storage),
+        cq_(storage_.completions()),
+        accounting_(storage_.reports_prior()) {
     std::uint32_t n = std::max<std::uint32_t>(1, cfg.max_requests);
     if (cq_ != nullptr) n = std::min(n, cq_->capacity());
     reqs_.resize(n);
@@ -162,28 +191,39 @@ class ObjectService {
       refuse_st(api, c, m.opcode, m.cookie, pe);
       return;
     }
+    if ((c.perms & permission_for(req.op)) == 0) {
+      forbid_st(api, c, req.op, m.opcode, m.cookie, start);
+      return;
+    }
     const std::uint32_t i = next_request_st(api, c, req.op, m.opcode, m.cookie, start);
     if (i == kNone) return;
     Request& r = reqs_[i];
     r.chunked = false;
+    const storage::Namespace ns = namespace_of(c);
     storage::Lease lease;
+    storage::Prior prior;
     storage::Status st = storage::Status::kOk;
     switch (req.op) {
       case protocol::ObjectOp::kPut:
         r.call = Call::kPut;
         r.bytes = static_cast<std::uint32_t>(req.value.size());
-        st = storage_.put(req.key, std::as_bytes(req.value), tag(i));
+        if (!hold_quota(c, ns, req.key, r)) {
+          answer_st(api, c, r, protocol::ObjectStatus::kQuotaExceeded, 0);
+          return;  // the slot was never taken
+        }
+        st = storage_.put(ns, req.key, std::as_bytes(req.value), tag(i), &prior);
         break;
       case protocol::ObjectOp::kGet:
         r.call = Call::kGet;
-        st = storage_.get(req.key, tag(i), &lease);
+        st = storage_.get(ns, req.key, tag(i), &lease);
         break;
       case protocol::ObjectOp::kDelete:
         r.call = Call::kRemove;
-        st = storage_.remove(req.key, tag(i));
+        if (accounting_ && c.principal != nullptr) r.usage = c.principal->tenant->usage;
+        st = storage_.remove(ns, req.key, tag(i), &prior);
         break;
     }
-    after_call_st(api, c, i, st, lease);
+    after_call_st(api, c, i, st, lease, prior);
   }
 
   template <typename Api>
@@ -193,6 +233,10 @@ class ObjectService {
     const protocol::ObjectParseError pe = parse_chunk(cr, req);
     if (pe != protocol::ObjectParseError::kOk) {
       refuse_st(api, c, cr.opcode, cr.cookie, pe);
+      return;
+    }
+    if ((c.perms & permission_for(req.op)) == 0) {
+      forbid_st(api, c, req.op, cr.opcode, cr.cookie, start);
       return;
     }
     ConnState& cs = c.svc.as<ConnState>();
@@ -248,13 +292,15 @@ class ObjectService {
     Request& r = reqs_[i];
     r.call = Call::kCommit;
     r.bytes = op.bytes;
-    const storage::Status st = storage_.commit(&r.lease, tag(i));  // takes the lease whatever the outcome
+    storage::Prior prior;
+    // Takes the lease whatever the outcome.
+    const storage::Status st = storage_.commit(namespace_of(c), &r.lease, tag(i), &prior);
     if (st == storage::Status::kPending) {
       r.state = ReqState::kStorage;
       ++pending_;
       ++cnt_.storage_pending;
     } else {
-      on_result_st(api, c, i, st, storage::Lease{});
+      on_result_st(api, c, i, st, storage::Lease{}, prior);
     }
   }
 
@@ -266,6 +312,7 @@ class ObjectService {
     if (i == kNone) return;
     Request& r = reqs_[i];
     storage_.abort(&r.lease);
+    settle_usage(r, false, {});
     // Answered only if the connection still can (it normally cannot: a failed READ fails the connection).
     if (c.state == CoreConnState::kOwned) {
       answer_st(api, c, r, protocol::ObjectStatus::kBulkFailed, 0);
@@ -358,6 +405,11 @@ class ObjectService {
     CoreConn* conn = nullptr;  // null once its connection closed: the completion only gives back
     std::uint64_t cookie = 0;
     std::uint64_t start = 0;
+    // The tenant a PUT holds quota of (held_*: what it may add) or a DELETE gives back to; null: nothing to
+    // account (authentication off, or a backend without Prior). settle_usage clears it.
+    TenantUsage* usage = nullptr;
+    std::uint64_t held_bytes = 0;
+    std::uint64_t held_objects = 0;
     storage::Lease lease{};
     ChunkRequest cr{};  // chunked: the request (fragments and key), kept while it waits or transfers
   };
@@ -378,7 +430,78 @@ class ObjectService {
     r.opcode = opcode;
     r.cookie = cookie;
     r.start = start;
+    r.usage = nullptr;
+    r.held_bytes = r.held_objects = 0;
     return i;
+  }
+
+  // The store namespace of the connection's keys: its tenant's, or the unauthenticated one (no principal:
+  // authentication off, tenant_id 0).
+  static storage::Namespace namespace_of(const CoreConn& c) noexcept {
+    if (c.principal == nullptr || c.principal->tenant == nullptr) return {};
+    return storage::Namespace{c.tenant_id, c.principal->tenant->name};
+  }
+
+  // PUT r (r.bytes long, of `key`) holds what it may add to its tenant's usage, within the tenant's limits:
+  // its length minus what the key holds now, and an object if it holds none. False: the PUT would pass a
+  // limit (exactly at it is fine). Each figure is reserved by a compare-exchange on the tenant's shared
+  // counter, so the PUTs of one tenant on every core never pass a limit together. The look at the key
+  // (peek) is made only when the tenant has a limit; settle_usage trues the hold up with what the store
+  // really replaced either way, so the count stays exact.
+  bool hold_quota(const CoreConn& c, const storage::Namespace& ns, std::string_view key,
+                  Request& r) noexcept {
+    if (!accounting_ || c.principal == nullptr || c.principal->tenant == nullptr) return true;
+    const TenantEntry& t = *c.principal->tenant;
+    if (t.usage == nullptr) return true;
+    if (t.max_bytes != 0 || t.max_objects != 0) {
+      const storage::Prior now = storage_.peek(ns, key);
+      const std::uint64_t add_bytes = r.bytes > now.bytes ? r.bytes - now.bytes : 0;
+      const std::uint64_t add_objects = now.existed ? 0 : 1;
+      if (!reserve_within(t.usage->bytes, add_bytes, t.max_bytes)) return false;
+      if (!reserve_within(t.usage->objects, add_objects, t.max_objects)) {
+        t.usage->bytes.fetch_sub(add_bytes, std::memory_order_relaxed);
+        return false;
+      }
+      r.held_bytes = add_bytes;
+      r.held_objects = add_objects;
+    }
+    r.usage = t.usage;
+    return true;
+  }
+
+  static bool reserve_within(std::atomic<std::uint64_t>& used, std::uint64_t n,
+                             std::uint64_t limit) noexcept {
+    if (n == 0) return true;  // adds nothing: allowed even above a limit a reload lowered
+    std::uint64_t cur = used.load(std::memory_order_relaxed);
+    do {
+      if (limit != 0 && (cur > limit || n > limit - cur)) return false;
+    } while (!used.compare_exchange_weak(cur, cur + n, std::memory_order_relaxed));
+    return true;
+  }
+
+  // The end of request r for its tenant's usage (a no-op without one): a stored PUT turns its hold into
+  // what it changed (its length minus the value it replaced, an object if it replaced none), a PUT that
+  // stored nothing gives its hold back, a DELETE gives back what it removed.
+  static void settle_usage(Request& r, bool ok, const storage::Prior& prior) noexcept {
+    TenantUsage* u = r.usage;
+    if (u == nullptr) return;
+    r.usage = nullptr;
+    std::uint64_t bytes = 0;  // added (modulo 2^64, so a decrease wraps)
+    std::uint64_t objects = 0;
+    if (r.op == protocol::ObjectOp::kPut) {
+      if (ok) {
+        bytes = std::uint64_t{r.bytes} - prior.bytes;
+        objects = prior.existed ? 0 : 1;
+      }
+      bytes -= r.held_bytes;
+      objects -= r.held_objects;
+    } else if (ok && prior.existed) {  // DELETE
+      bytes = 0 - std::uint64_t{prior.bytes};
+      objects = 0 - std::uint64_t{1};
+    }
+    r.held_bytes = r.held_objects = 0;
+    if (bytes != 0) u->bytes.fetch_add(bytes, std::memory_order_relaxed);
+    if (objects != 0) u->objects.fetch_add(objects, std::memory_order_relaxed);
   }
 
   static std::uint64_t tag_of(std::uint32_t i, std::uint32_t gen) noexcept {
@@ -388,8 +511,8 @@ class ObjectService {
 
   // A storage call returned: it pends, or the request goes on now.
   template <typename Api>
-  void after_call_st(Api& api, CoreConn& c, std::uint32_t i, storage::Status st,
-                     const storage::Lease& lease) noexcept {
+  void after_call_st(Api& api, CoreConn& c, std::uint32_t i, storage::Status st, const storage::Lease& lease,
+                     const storage::Prior& prior) noexcept {
     if (st == storage::Status::kPending) {
       take(c, i);
       reqs_[i].state = ReqState::kStorage;
@@ -397,7 +520,7 @@ class ObjectService {
       ++cnt_.storage_pending;
       return;
     }
-    on_result_st(api, c, i, st, lease);
+    on_result_st(api, c, i, st, lease, prior);
   }
 
   template <typename Api>
@@ -416,10 +539,12 @@ class ObjectService {
         storage::Lease lease = done.lease;
         give_back(r, lease);
       }
+      // A PUT or DELETE that ended kOk changed the store all the same; a reserve's hold goes back with it.
+      settle_usage(r, done.status == storage::Status::kOk && r.call != Call::kReserve, done.prior());
       free_slot(i);
       return;
     }
-    on_result_st(api, *r.conn, i, done.status, done.lease);
+    on_result_st(api, *r.conn, i, done.status, done.lease, done.prior());
   }
 
   // Gives back what a get or a reserve lent (nothing for the other calls).
@@ -433,18 +558,20 @@ class ObjectService {
 
   // The outcome of request i's last storage call (not kPending), now or from its Completion.
   template <typename Api>
-  void on_result_st(Api& api, CoreConn& c, std::uint32_t i, storage::Status st,
-                    const storage::Lease& lease) noexcept {
+  void on_result_st(Api& api, CoreConn& c, std::uint32_t i, storage::Status st, const storage::Lease& lease,
+                    const storage::Prior& prior) noexcept {
     Request& r = reqs_[i];
     const bool ok = st == storage::Status::kOk;
     switch (r.call) {
       case Call::kPut:
       case Call::kCommit:
         if (ok) cnt_.bytes_in += r.bytes;
+        settle_usage(r, ok, prior);
         answer_st(api, c, r, map_status(st), ok ? r.bytes : 0);
         drop_st(api, c, i);
         return;
       case Call::kRemove:
+        settle_usage(r, ok, prior);
         answer_st(api, c, r, map_status(st), 0);
         drop_st(api, c, i);
         return;
@@ -460,6 +587,7 @@ class ObjectService {
         return;
       case Call::kReserve:
         if (!ok) {
+          settle_usage(r, false, {});
           answer_st(api, c, r, map_status(st), 0);
           drop_st(api, c, i);
           return;
@@ -541,16 +669,25 @@ class ObjectService {
     protocol::ObjectRequest req;
     (void)parse_chunk(r.cr, req);  // accepted when it arrived; the key is a view into r.cr
     c.svc.as<ConnState>().chunk = i;
+    const storage::Namespace ns = namespace_of(c);
     storage::Lease lease;
     storage::Status st;
     if (req.op == protocol::ObjectOp::kPut) {
       r.call = Call::kReserve;
-      st = storage_.reserve(req.key, r.cr.chunk.total_length(), tag(i), &lease);
+      const std::uint64_t total = r.cr.chunk.total_length();
+      // Above 4 GiB no backend takes it (the reserve answers too_large): nothing to hold.
+      r.bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(total, UINT32_MAX));
+      if (total <= UINT32_MAX && !hold_quota(c, ns, req.key, r)) {
+        answer_st(api, c, r, protocol::ObjectStatus::kQuotaExceeded, 0);
+        drop_st(api, c, i);
+        return;
+      }
+      st = storage_.reserve(ns, req.key, total, tag(i), &lease);
     } else {
       r.call = Call::kGet;
-      st = storage_.get(req.key, tag(i), &lease);
+      st = storage_.get(ns, req.key, tag(i), &lease);
     }
-    after_call_st(api, c, i, st, lease);
+    after_call_st(api, c, i, st, lease, storage::Prior{});
   }
 
   // The connection's open chunk request ended: the oldest waiting one starts (and, if it ends inside its
@@ -580,6 +717,7 @@ class ObjectService {
     if (r.op == protocol::ObjectOp::kPut) {
       if (!api.bulk_read_st(c, cr, local, cfg_.arena_lkey)) {
         storage_.abort(&r.lease);
+        settle_usage(r, false, {});
         answer_st(api, c, r, protocol::ObjectStatus::kNoResources, 0);
         drop_st(api, c, i);
         return;
@@ -666,6 +804,15 @@ class ObjectService {
     observe_st(op, start);
   }
 
+  // A request the connection's principal may not make: answered forbidden before any storage call.
+  template <typename Api>
+  void forbid_st(Api& api, CoreConn& c, protocol::ObjectOp op, std::uint16_t opcode, std::uint64_t cookie,
+                 std::uint64_t start) noexcept {
+    count_answer(op, protocol::ObjectStatus::kForbidden);
+    send_completion_st(api, c, opcode, cookie, protocol::ObjectStatus::kForbidden, 0);
+    observe_st(op, start);
+  }
+
   template <typename Api>
   void refuse_st(Api& api, CoreConn& c, std::uint16_t opcode, std::uint64_t cookie,
                  protocol::ObjectParseError pe) noexcept {
@@ -735,6 +882,7 @@ class ObjectService {
   ObjectServiceConfig cfg_;
   storage::CoreStorage& storage_;
   storage::CompletionQueue* cq_;
+  const bool accounting_;  // the backend reports_prior(): tenants' usage is counted and their limits held
   ObjectServiceCounters cnt_{};
   std::vector<Request> reqs_;
   std::vector<std::uint32_t> free_;  // free slots (a stack)

@@ -75,38 +75,87 @@ struct Lease {
   std::uint32_t token = kNoToken;  // the backend's name for it; kNoToken: nothing lent
 };
 
+// The tenant namespace a key lives in (docs/store.md "Tenant namespaces"). Two namespaces' equal keys are
+// different objects and no key of one names an object of another. Namespace{} (id 0, no name) is that of
+// unauthenticated connections (authentication off): its objects keep exactly the store keys and RADOS
+// object names they had before namespaces existed.
+inline constexpr std::size_t kMaxNamespaceName = 64;  // a tenant name: [A-Za-z0-9._@-]{1,64}
+struct Namespace {
+  std::uint16_t id = 0;   // the process's tenant id (never reused while it runs): the memory store's
+  std::string_view name;  // the tenant's configured name, stable across restarts: RADOS object names
+};
+
+// What a PUT or DELETE that ended kOk replaced, for a tenant's quota accounting (only from a backend whose
+// reports_prior() is true).
+struct Prior {
+  bool existed = false;     // the key held a value
+  std::uint32_t bytes = 0;  // its length
+};
+
 // The end of a pending op. `tag` is what the service passed with the op; `lease` is set when a get or a
 // reserve ends kOk.
 struct Completion {
   std::uint64_t tag = 0;
   Lease lease{};
   Status status = Status::kOk;
+  // A Prior, flattened so that a Completion keeps its 32 bytes (a ring slot): set by put, commit and
+  // remove ending kOk on a backend that reports_prior().
+  bool prior_existed = false;
+  std::uint32_t prior_bytes = 0;
+  Prior prior() const noexcept { return {prior_existed, prior_bytes}; }
+  void set_prior(const Prior& p) noexcept {
+    prior_existed = p.existed;
+    prior_bytes = p.bytes;
+  }
 };
 
 class CompletionQueue;  // completion_queue.hpp: the MP/SC ring a handle's completions arrive on
 
 // One core's handle. Every call is made on the owning core only; `key` and `value` are valid only during
-// the call (a backend that completes later copies what it needs). `tag` comes back in the Completion when
-// the call returns kPending; `*out` is set only when it returns kOk.
+// the call (a backend that completes later copies what it needs, the namespace's name included). `tag`
+// comes back in the Completion when the call returns kPending; `*out` is set only when it returns kOk, and
+// `*prior` (when not null) only when a put, commit or remove ends kOk at once on a backend that
+// reports_prior().
 class CoreStorage {
  public:
   virtual ~CoreStorage() = default;
 
-  virtual Status get(std::string_view key, std::uint64_t tag, Lease* out) noexcept = 0;
-  virtual Status put(std::string_view key, std::span<const std::byte> value, std::uint64_t tag) noexcept = 0;
-  virtual Status remove(std::string_view key, std::uint64_t tag) noexcept = 0;
+  virtual Status get(const Namespace& ns, std::string_view key, std::uint64_t tag, Lease* out) noexcept = 0;
+  virtual Status put(const Namespace& ns, std::string_view key, std::span<const std::byte> value,
+                     std::uint64_t tag, Prior* prior) noexcept = 0;
+  virtual Status remove(const Namespace& ns, std::string_view key, std::uint64_t tag,
+                        Prior* prior) noexcept = 0;
   // Two-phase PUT for a value the NIC brings: reserve room for `size` bytes, let the NIC fill it, then
-  // commit (publish; the last committer wins) or abort. commit takes the lease whatever its outcome.
-  virtual Status reserve(std::string_view key, std::uint64_t size, std::uint64_t tag,
+  // commit (publish; the last committer wins) or abort. commit takes the lease whatever its outcome; `ns`
+  // must be the reservation's.
+  virtual Status reserve(const Namespace& ns, std::string_view key, std::uint64_t size, std::uint64_t tag,
                          Lease* out) noexcept = 0;
-  virtual Status commit(Lease* lease, std::uint64_t tag) noexcept = 0;
+  virtual Status commit(const Namespace& ns, Lease* lease, std::uint64_t tag, Prior* prior) noexcept = 0;
   // Give a lease back at once (never pending): abort a reservation, release a GET's pin. Empties *lease.
   virtual void abort(Lease* lease) noexcept = 0;
   virtual void release(Lease* lease) noexcept = 0;
 
+  // Whether a put/commit/remove says what it replaced (Prior) and peek() can tell what a key holds at
+  // once: what a tenant's quota accounting needs. The memory store can; RADOS cannot without a round trip
+  // (docs/store.md "Quotas").
+  virtual bool reports_prior() const noexcept = 0;
+  // What `key` holds now (existed false: nothing), at once; only on a backend that reports_prior().
+  virtual Prior peek(const Namespace& ns, std::string_view key) noexcept = 0;
+
   // Where this handle's completions arrive; null when every op ends at once. A backend never keeps more
   // ops pending on one core than the queue holds (the service starts at most capacity() at a time).
   virtual CompletionQueue* completions() noexcept = 0;
+
+  // The unauthenticated namespace, nothing reported: the calls of tools and tests that know no tenants.
+  Status get(std::string_view key, std::uint64_t tag, Lease* out) noexcept { return get({}, key, tag, out); }
+  Status put(std::string_view key, std::span<const std::byte> value, std::uint64_t tag) noexcept {
+    return put({}, key, value, tag, nullptr);
+  }
+  Status remove(std::string_view key, std::uint64_t tag) noexcept { return remove({}, key, tag, nullptr); }
+  Status reserve(std::string_view key, std::uint64_t size, std::uint64_t tag, Lease* out) noexcept {
+    return reserve({}, key, size, tag, out);
+  }
+  Status commit(Lease* lease, std::uint64_t tag) noexcept { return commit({}, lease, tag, nullptr); }
 };
 
 }  // namespace rdmagate::storage

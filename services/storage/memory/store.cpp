@@ -30,11 +30,19 @@ inline void cpu_relax() {
 
 // A slot holds tag (high hash bits, to skip most non-matching keys without touching the descriptor) and
 // descriptor index + 1 (so 0 means empty).
-inline uint64_t make_slot(uint64_t hash, uint32_t id) { return (hash & 0xffffffff00000000ull) | (uint64_t{id} + 1); }
-inline uint32_t slot_id(uint64_t v) { return static_cast<uint32_t>(v) - 1; }
-inline bool slot_tag_matches(uint64_t v, uint64_t hash) { return (v >> 32) == (hash >> 32); }
+inline uint64_t make_slot(uint64_t hash, uint32_t id) {
+  return (hash & 0xffffffff00000000ull) | (uint64_t{id} + 1);
+}
+inline uint32_t slot_id(uint64_t v) {
+  return static_cast<uint32_t>(v) - 1;
+}
+inline bool slot_tag_matches(uint64_t v, uint64_t hash) {
+  return (v >> 32) == (hash >> 32);
+}
 
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
+uint64_t align_up(uint64_t v, uint64_t a) {
+  return (v + a - 1) & ~(a - 1);
+}
 
 uint64_t bucket_count_for(uint32_t max_objects) {
   // Load factor <= ~2/3 of the slots keeps insert failures within the 4-bucket probe window rare.
@@ -61,6 +69,7 @@ struct alignas(64) Store::Descriptor {
   uint8_t order = kNoOrder;
   uint8_t key_len = 0;
   std::atomic<uint8_t> referenced{0};
+  uint16_t tenant = 0;  // the key's namespace: part of its identity (key_equals)
   char key[protocol::kMaxKeyLength] = {};
 };
 
@@ -79,13 +88,23 @@ struct alignas(64) Store::CoreStats {
   std::atomic<uint64_t> window_full;
 };
 
-uint64_t Store::hash_key(std::string_view key) const {
+uint64_t Store::hash_key(uint16_t tenant, std::string_view key) const {
   static_assert(sizeof(HashSeed) == crypto_shorthash_KEYBYTES, "the seed is a SipHash-2-4 key");
   static_assert(crypto_shorthash_BYTES == sizeof(uint64_t), "the slot hash is 64 bits");
   // SipHash-2-4 keyed with this process's seed: a peer that cannot learn the seed cannot choose keys that
   // share a probe window, so it cannot fill the window of a key it wants to refuse (docs/store.md).
+  // A tenant's keys hash with its id in front, so one tenant's keys do not share the windows of another's
+  // equal keys (the id's two bytes are not what makes them different objects: key_equals compares it).
   unsigned char out[crypto_shorthash_BYTES];
-  crypto_shorthash(out, reinterpret_cast<const unsigned char*>(key.data()), key.size(), hash_seed_.data());
+  if (tenant == 0) {
+    crypto_shorthash(out, reinterpret_cast<const unsigned char*>(key.data()), key.size(), hash_seed_.data());
+  } else {
+    unsigned char buf[2 + protocol::kMaxKeyLength];
+    buf[0] = static_cast<unsigned char>(tenant & 0xff);
+    buf[1] = static_cast<unsigned char>(tenant >> 8);
+    std::memcpy(buf + 2, key.data(), key.size());
+    crypto_shorthash(out, buf, 2 + key.size(), hash_seed_.data());
+  }
   uint64_t h;
   std::memcpy(&h, out, sizeof(h));
   return h;
@@ -100,7 +119,8 @@ uint64_t Store::metadata_bytes(const StoreConfig& config, uint64_t region_bytes)
   return fixed + (region_bytes - fixed) / (BlockAllocator::kUnitBytes + 1) + 64;
 }
 
-std::unique_ptr<Store> Store::create(const StoreConfig& config, std::span<std::byte> region, std::string* error) {
+std::unique_ptr<Store> Store::create(const StoreConfig& config, std::span<std::byte> region,
+                                     std::string* error) {
   static_assert(sizeof(Bucket) == 64, "a bucket is one cache line");
   static_assert(sizeof(Descriptor) == 320, "docs/store.md charges 320 B of metadata per object");
   auto fail = [&](const char* what) -> std::unique_ptr<Store> {
@@ -118,7 +138,8 @@ std::unique_ptr<Store> Store::create(const StoreConfig& config, std::span<std::b
   const uintptr_t end = base + region.size();
   uintptr_t p = align_up(base, 64);
   const uint64_t fixed = descriptor_count * sizeof(Descriptor) + nbuckets * sizeof(Bucket);
-  if (p > end || end - p < fixed + 2 * BlockAllocator::kUnitBytes) return fail("store: region too small for the index");
+  if (p > end || end - p < fixed + 2 * BlockAllocator::kUnitBytes)
+    return fail("store: region too small for the index");
 
   std::unique_ptr<Store> s(new (std::nothrow) Store());
   if (!s) return fail("store: out of memory");
@@ -185,7 +206,8 @@ std::unique_ptr<Store> Store::create(const StoreConfig& config, std::span<std::b
 Store::~Store() = default;  // everything lives in the caller's region or is trivially destructible
 
 uint64_t Store::charge_for(uint64_t value_size) const {
-  const uint64_t block = value_size == 0 ? 0 : BlockAllocator::order_bytes(BlockAllocator::order_for(value_size));
+  const uint64_t block =
+      value_size == 0 ? 0 : BlockAllocator::order_bytes(BlockAllocator::order_for(value_size));
   return block + sizeof(Descriptor);
 }
 
@@ -207,7 +229,8 @@ bool Store::try_pin(uint32_t id) {
   std::atomic<uint32_t>& refs = descriptors_[id].refs;
   uint32_t r = refs.load(std::memory_order_relaxed);
   while (r != 0) {
-    if (refs.compare_exchange_weak(r, r + 1, std::memory_order_acquire, std::memory_order_relaxed)) return true;
+    if (refs.compare_exchange_weak(r, r + 1, std::memory_order_acquire, std::memory_order_relaxed))
+      return true;
   }
   return false;
 }
@@ -227,7 +250,8 @@ uint32_t Store::pop_descriptor() {
     if (idx == kNil) return kNil;
     const uint32_t next = descriptors_[idx].next_free.load(std::memory_order_relaxed);
     const uint64_t nh = (((h >> 32) + 1) << 32) | next;  // the tag defeats ABA on the head
-    if (free_head_.compare_exchange_weak(h, nh, std::memory_order_acquire, std::memory_order_acquire)) return idx;
+    if (free_head_.compare_exchange_weak(h, nh, std::memory_order_acquire, std::memory_order_acquire))
+      return idx;
   }
 }
 
@@ -247,19 +271,21 @@ void Store::lock_bucket(Bucket* b) {
   }
 }
 
-void Store::unlock_bucket(Bucket* b) { b->lock.store(0, std::memory_order_release); }
+void Store::unlock_bucket(Bucket* b) {
+  b->lock.store(0, std::memory_order_release);
+}
 
 std::string_view Store::reserved_key(const Reservation& r) const {
   const Descriptor& d = descriptors_[r.token];
   return {d.key, d.key_len};
 }
 
-bool Store::key_equals(uint32_t id, std::string_view key) const {
+bool Store::key_equals(uint32_t id, uint16_t tenant, std::string_view key) const {
   const Descriptor& d = descriptors_[id];
-  return d.key_len == key.size() && std::memcmp(d.key, key.data(), key.size()) == 0;
+  return d.tenant == tenant && d.key_len == key.size() && std::memcmp(d.key, key.data(), key.size()) == 0;
 }
 
-Store::Found Store::lookup(std::string_view key, uint64_t hash) {
+Store::Found Store::lookup(uint16_t tenant, std::string_view key, uint64_t hash) {
   const uint64_t home = hash & bucket_mask_;
   for (uint32_t p = 0; p < kProbeBuckets; ++p) {
     Bucket& b = buckets_[(home + p) & bucket_mask_];
@@ -280,7 +306,7 @@ Store::Found Store::lookup(std::string_view key, uint64_t hash) {
           v = again;
           continue;
         }
-        if (!key_equals(id, key)) {
+        if (!key_equals(id, tenant, key)) {
           release(id);
           break;
         }
@@ -291,10 +317,10 @@ Store::Found Store::lookup(std::string_view key, uint64_t hash) {
   return Found{};
 }
 
-Status Store::get(uint32_t core, std::string_view key, PinnedValue* out) {
+Status Store::get(uint32_t core, uint16_t tenant, std::string_view key, PinnedValue* out) {
   if (key.empty() || key.size() > protocol::kMaxKeyLength)
     return count(core, ObjectOp::kGet, Status::kBadRequest);
-  const Found f = lookup(key, hash_key(key));
+  const Found f = lookup(tenant, key, hash_key(tenant, key));
   if (f.slot == nullptr) return count(core, ObjectOp::kGet, Status::kNotFound);
   Descriptor& d = descriptors_[f.id];
   // Second chance for the evicting hand. Load first: a hot key's bit is already set, and a store would
@@ -306,24 +332,34 @@ Status Store::get(uint32_t core, std::string_view key, PinnedValue* out) {
   return count(core, ObjectOp::kGet, Status::kOk);
 }
 
+storage::Prior Store::peek(uint16_t tenant, std::string_view key) {
+  if (key.empty() || key.size() > protocol::kMaxKeyLength) return {};
+  const Found f = lookup(tenant, key, hash_key(tenant, key));
+  if (f.slot == nullptr) return {};
+  const storage::Prior p{true, descriptors_[f.id].value_len};
+  release(f.id);  // lookup's pin
+  return p;
+}
+
 void Store::unpin(PinnedValue* v) {
   if (v->token == PinnedValue::kNoToken) return;
   release(v->token);
   *v = PinnedValue{};
 }
 
-Status Store::reserve(uint32_t core, std::string_view key, uint64_t value_size, Reservation* out) {
+Status Store::reserve(uint32_t core, uint16_t tenant, std::string_view key, uint64_t value_size,
+                      Reservation* out) {
   if (key.empty() || key.size() > protocol::kMaxKeyLength) return put_status(core, Status::kBadRequest);
   if (value_size > config_.max_value) return put_status(core, Status::kTooLarge);
   const uint64_t charge = charge_for(value_size);
   // A value that could never fit fails at once: evicting the whole cache for it would help nobody.
   const uint64_t block = charge - sizeof(Descriptor);  // charge_for(): class size + descriptor
   if (charge > capacity_ || block > arena_bytes()) return put_status(core, Status::kNoSpace);
-  const uint64_t hash = hash_key(key);
+  const uint64_t hash = hash_key(tenant, key);
   uint64_t examined = 0;  // this call's share of the hand, which bounds its work
   bool swept = !config_.evict;
   for (;;) {
-    if (try_reserve(key, hash, value_size, charge, out)) return Status::kOk;
+    if (try_reserve(tenant, key, hash, value_size, charge, out)) return Status::kOk;
     if (swept) return put_status(core, Status::kNoSpace);
     // One more try even when the budget is spent: a remove, drop or unpin elsewhere may have made room
     // while the hand found nothing to take.
@@ -331,8 +367,8 @@ Status Store::reserve(uint32_t core, std::string_view key, uint64_t value_size, 
   }
 }
 
-bool Store::try_reserve(std::string_view key, uint64_t hash, uint64_t value_size, uint64_t charge,
-                        Reservation* out) {
+bool Store::try_reserve(uint16_t tenant, std::string_view key, uint64_t hash, uint64_t value_size,
+                        uint64_t charge, Reservation* out) {
   // Charge first, with a CAS so the count never exceeds the capacity even for a moment (a scrape or a
   // concurrent reserver never sees a phantom overshoot).
   uint64_t used = used_.load(std::memory_order_relaxed);
@@ -362,6 +398,7 @@ bool Store::try_reserve(std::string_view key, uint64_t hash, uint64_t value_size
   d.charge = charge;
   d.hash = hash;
   d.key_len = static_cast<uint8_t>(key.size());
+  d.tenant = tenant;
   // Unread so far: the hand may take it on its next pass, unless a GET comes first.
   d.referenced.store(0, std::memory_order_relaxed);
   std::memcpy(d.key, key.data(), key.size());
@@ -463,9 +500,14 @@ Status Store::commit(uint32_t core, Reservation* r) {
 }
 
 Status Store::commit(uint32_t core, Reservation* r, PinnedValue* pin) {
+  return commit(core, r, pin, nullptr);
+}
+
+Status Store::commit(uint32_t core, Reservation* r, PinnedValue* pin, storage::Prior* prior) {
   const uint32_t id = r->token;
   Descriptor& d = descriptors_[id];
   const std::string_view key(d.key, d.key_len);
+  const uint16_t tenant = d.tenant;
   const uint64_t hash = d.hash;
   const uint64_t home = hash & bucket_mask_;
   const uint64_t nv = make_slot(hash, id);
@@ -485,14 +527,15 @@ Status Store::commit(uint32_t core, Reservation* r, PinnedValue* pin) {
   // while empty, which the CAS below settles.
   for (uint32_t attempt = 0;; ++attempt) {
     lock_bucket(hb);
-    const Found f = lookup(key, hash);
+    const Found f = lookup(tenant, key, hash);
     if (f.slot != nullptr) {
-      const int64_t old_len = descriptors_[f.id].value_len;
+      const uint32_t old_len = descriptors_[f.id].value_len;
       f.slot->store(nv, std::memory_order_release);  // publish: the reservation's reference moves to the slot
       unlock_bucket(hb);
       release(f.id);  // our lookup pin
       release(f.id);  // the slot's reference
-      add_published(core, 0, new_len - old_len);
+      add_published(core, 0, new_len - int64_t{old_len});
+      if (prior != nullptr) *prior = storage::Prior{true, old_len};
       *r = Reservation{};
       return put_status(core, Status::kOk);
     }
@@ -505,6 +548,7 @@ Status Store::commit(uint32_t core, Reservation* r, PinnedValue* pin) {
                                          std::memory_order_relaxed)) {
           unlock_bucket(hb);
           add_published(core, 1, new_len);
+          if (prior != nullptr) *prior = storage::Prior{};
           *r = Reservation{};
           return put_status(core, Status::kOk);
         }
@@ -522,18 +566,19 @@ Status Store::commit(uint32_t core, Reservation* r, PinnedValue* pin) {
   return put_status(core, Status::kNoSpace);
 }
 
-Status Store::put(uint32_t core, std::string_view key, std::span<const std::byte> value) {
+Status Store::put(uint32_t core, uint16_t tenant, std::string_view key, std::span<const std::byte> value,
+                  storage::Prior* prior) {
   Reservation r;
-  const Status s = reserve(core, key, value.size(), &r);
+  const Status s = reserve(core, tenant, key, value.size(), &r);
   if (s != Status::kOk) return s;
   if (!value.empty()) std::memcpy(r.data, value.data(), value.size());
-  return commit(core, &r);
+  return commit(core, &r, nullptr, prior);
 }
 
-bool Store::unpublish(std::string_view key, uint64_t hash, int64_t* old_len) {
+bool Store::unpublish(uint16_t tenant, std::string_view key, uint64_t hash, int64_t* old_len) {
   Bucket* hb = &buckets_[hash & bucket_mask_];
   lock_bucket(hb);
-  const Found f = lookup(key, hash);
+  const Found f = lookup(tenant, key, hash);
   if (f.slot == nullptr) {
     unlock_bucket(hb);
     return false;
@@ -546,19 +591,21 @@ bool Store::unpublish(std::string_view key, uint64_t hash, int64_t* old_len) {
   return true;
 }
 
-Status Store::remove(uint32_t core, std::string_view key) {
+Status Store::remove(uint32_t core, uint16_t tenant, std::string_view key, storage::Prior* prior) {
   if (key.empty() || key.size() > protocol::kMaxKeyLength)
     return count(core, ObjectOp::kDelete, Status::kBadRequest);
   int64_t old_len = 0;
-  if (!unpublish(key, hash_key(key), &old_len)) return count(core, ObjectOp::kDelete, Status::kNotFound);
+  if (!unpublish(tenant, key, hash_key(tenant, key), &old_len))
+    return count(core, ObjectOp::kDelete, Status::kNotFound);
   add_published(core, -1, -old_len);
+  if (prior != nullptr) *prior = storage::Prior{true, static_cast<uint32_t>(old_len)};
   return count(core, ObjectOp::kDelete, Status::kOk);
 }
 
 Status Store::drop(std::string_view key) {
   if (key.empty() || key.size() > protocol::kMaxKeyLength) return Status::kNotFound;
   int64_t old_len = 0;
-  if (!unpublish(key, hash_key(key), &old_len)) return Status::kNotFound;
+  if (!unpublish(0, key, hash_key(0, key), &old_len)) return Status::kNotFound;
   dropped_bytes_.fetch_add(old_len, std::memory_order_relaxed);
   drops_.fetch_add(1, std::memory_order_relaxed);
   return Status::kOk;
@@ -608,7 +655,9 @@ uint32_t Store::count_free_descriptors() const {
   return n;
 }
 
-uint32_t Store::refs_of(uint32_t token) const { return descriptors_[token].refs.load(std::memory_order_relaxed); }
+uint32_t Store::refs_of(uint32_t token) const {
+  return descriptors_[token].refs.load(std::memory_order_relaxed);
+}
 
 StoreStats Store::stats() const {
   StoreStats s;
@@ -617,7 +666,8 @@ StoreStats Store::stats() const {
   for (uint32_t c = 0; c < config_.max_cores; ++c) {
     const CoreStats& cs = core_stats_[c];
     for (uint32_t o = 0; o < protocol::kObjectOpCount; ++o)
-      for (uint32_t st = 0; st < kStatusCount; ++st) s.ops[o][st] += cs.ops[o][st].load(std::memory_order_relaxed);
+      for (uint32_t st = 0; st < kStatusCount; ++st)
+        s.ops[o][st] += cs.ops[o][st].load(std::memory_order_relaxed);
     objects += cs.objects.load(std::memory_order_relaxed);
     bytes += cs.value_bytes.load(std::memory_order_relaxed);
     s.evictions += cs.evictions.load(std::memory_order_relaxed);
@@ -635,34 +685,43 @@ StoreStats Store::stats() const {
 
 // ---- the storage interface: each call is the store's own, ended at once -------------------------------
 
-storage::Status MemoryCoreStorage::get(std::string_view key, std::uint64_t, storage::Lease* out) noexcept {
+storage::Status MemoryCoreStorage::get(const storage::Namespace& ns, std::string_view key, std::uint64_t,
+                                       storage::Lease* out) noexcept {
   PinnedValue v;
-  const Status st = store_->get(core_, key, &v);
+  const Status st = store_->get(core_, ns.id, key, &v);
   if (st == Status::kOk) *out = storage::Lease{const_cast<std::byte*>(v.data), v.size, v.token};
   return st;
 }
 
-storage::Status MemoryCoreStorage::put(std::string_view key, std::span<const std::byte> value,
-                                       std::uint64_t) noexcept {
-  return store_->put(core_, key, value);
+storage::Status MemoryCoreStorage::put(const storage::Namespace& ns, std::string_view key,
+                                       std::span<const std::byte> value, std::uint64_t,
+                                       storage::Prior* prior) noexcept {
+  return store_->put(core_, ns.id, key, value, prior);
 }
 
-storage::Status MemoryCoreStorage::remove(std::string_view key, std::uint64_t) noexcept {
-  return store_->remove(core_, key);
+storage::Status MemoryCoreStorage::remove(const storage::Namespace& ns, std::string_view key, std::uint64_t,
+                                          storage::Prior* prior) noexcept {
+  return store_->remove(core_, ns.id, key, prior);
 }
 
-storage::Status MemoryCoreStorage::reserve(std::string_view key, std::uint64_t size, std::uint64_t,
-                                           storage::Lease* out) noexcept {
+storage::Status MemoryCoreStorage::reserve(const storage::Namespace& ns, std::string_view key,
+                                           std::uint64_t size, std::uint64_t, storage::Lease* out) noexcept {
   Reservation r;
-  const Status st = store_->reserve(core_, key, size, &r);
+  const Status st = store_->reserve(core_, ns.id, key, size, &r);
   if (st == Status::kOk) *out = storage::Lease{r.data, r.size, r.token};
   return st;
 }
 
-storage::Status MemoryCoreStorage::commit(storage::Lease* lease, std::uint64_t) noexcept {
+// The reservation's descriptor holds its tenant: `ns` adds nothing here.
+storage::Status MemoryCoreStorage::commit(const storage::Namespace&, storage::Lease* lease, std::uint64_t,
+                                          storage::Prior* prior) noexcept {
   Reservation r{lease->data, lease->size, lease->token};
   *lease = storage::Lease{};
-  return store_->commit(core_, &r);
+  return store_->commit(core_, &r, nullptr, prior);
+}
+
+storage::Prior MemoryCoreStorage::peek(const storage::Namespace& ns, std::string_view key) noexcept {
+  return store_->peek(ns.id, key);
 }
 
 void MemoryCoreStorage::abort(storage::Lease* lease) noexcept {

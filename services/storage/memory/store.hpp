@@ -56,9 +56,9 @@ struct Reservation {
 };
 
 struct StoreStats {
-  uint64_t objects = 0;          // published keys
-  uint64_t value_bytes = 0;      // sum of published value lengths
-  uint64_t used_bytes = 0;       // charged capacity: class sizes + metadata, including pinned/reserved
+  uint64_t objects = 0;      // published keys
+  uint64_t value_bytes = 0;  // sum of published value lengths
+  uint64_t used_bytes = 0;   // charged capacity: class sizes + metadata, including pinned/reserved
   uint64_t capacity_bytes = 0;
   // By protocol::ObjectOp, then Status. A PUT counts once per put() or reserve() + commit() (a failed
   // reserve counts its status).
@@ -67,23 +67,34 @@ struct StoreStats {
   // PUTs refused kNoSpace because every slot of the key's probe window was taken (also in ops): not a
   // shortage of capacity. With the keyed hash only a very full index gets there.
   uint64_t window_full = 0;
-  uint64_t drops = 0;      // values unpublished by drop() or drop_all(); not in ops
+  uint64_t drops = 0;  // values unpublished by drop() or drop_all(); not in ops
 };
 
 class Store;
 
 // One core's handle on the store: the storage interface over the calls below with that core's stats row.
+// Namespaces are the store's tenant ids (storage::Namespace::id); it reports what a PUT or DELETE replaced.
 class MemoryCoreStorage final : public storage::CoreStorage {
  public:
-  storage::Status get(std::string_view key, std::uint64_t tag, storage::Lease* out) noexcept override;
-  storage::Status put(std::string_view key, std::span<const std::byte> value,
-                      std::uint64_t tag) noexcept override;
-  storage::Status remove(std::string_view key, std::uint64_t tag) noexcept override;
-  storage::Status reserve(std::string_view key, std::uint64_t size, std::uint64_t tag,
-                          storage::Lease* out) noexcept override;
-  storage::Status commit(storage::Lease* lease, std::uint64_t tag) noexcept override;
+  using storage::CoreStorage::commit;
+  using storage::CoreStorage::get;
+  using storage::CoreStorage::put;
+  using storage::CoreStorage::remove;
+  using storage::CoreStorage::reserve;
+  storage::Status get(const storage::Namespace& ns, std::string_view key, std::uint64_t tag,
+                      storage::Lease* out) noexcept override;
+  storage::Status put(const storage::Namespace& ns, std::string_view key, std::span<const std::byte> value,
+                      std::uint64_t tag, storage::Prior* prior) noexcept override;
+  storage::Status remove(const storage::Namespace& ns, std::string_view key, std::uint64_t tag,
+                         storage::Prior* prior) noexcept override;
+  storage::Status reserve(const storage::Namespace& ns, std::string_view key, std::uint64_t size,
+                          std::uint64_t tag, storage::Lease* out) noexcept override;
+  storage::Status commit(const storage::Namespace& ns, storage::Lease* lease, std::uint64_t tag,
+                         storage::Prior* prior) noexcept override;
   void abort(storage::Lease* lease) noexcept override;
   void release(storage::Lease* lease) noexcept override;
+  bool reports_prior() const noexcept override { return true; }
+  storage::Prior peek(const storage::Namespace& ns, std::string_view key) noexcept override;
   storage::CompletionQueue* completions() noexcept override { return nullptr; }  // every op ends at once
 
  private:
@@ -100,31 +111,49 @@ class Store {
 
   // `region` must stay valid for the store's lifetime; it is 64-byte aligned by create() if needed.
   // Returns null and fills *error when the config is invalid or the region too small.
-  static std::unique_ptr<Store> create(const StoreConfig& config, std::span<std::byte> region, std::string* error);
+  static std::unique_ptr<Store> create(const StoreConfig& config, std::span<std::byte> region,
+                                       std::string* error);
 
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
   // All operations are safe from any thread concurrently; `core` selects the stats row (one thread per
-  // core index at a time) and must be < max_cores.
-  Status put(uint32_t core, std::string_view key, std::span<const std::byte> value);
-  Status get(uint32_t core, std::string_view key, PinnedValue* out);  // pins on kOk
-  Status remove(uint32_t core, std::string_view key);
+  // core index at a time) and must be < max_cores. Every key lives in a tenant namespace (`tenant`, a
+  // storage::Namespace id): equal keys of two tenants are different objects. The calls without a tenant
+  // use tenant 0, the namespace of unauthenticated connections. A PUT or DELETE ending kOk fills *prior
+  // (when not null) with what it replaced.
+  Status put(uint32_t core, std::string_view key, std::span<const std::byte> value) {
+    return put(core, 0, key, value, nullptr);
+  }
+  Status put(uint32_t core, uint16_t tenant, std::string_view key, std::span<const std::byte> value,
+             storage::Prior* prior);
+  Status get(uint32_t core, std::string_view key, PinnedValue* out) { return get(core, 0, key, out); }
+  Status get(uint32_t core, uint16_t tenant, std::string_view key, PinnedValue* out);  // pins on kOk
+  Status remove(uint32_t core, std::string_view key) { return remove(core, 0, key, nullptr); }
+  Status remove(uint32_t core, uint16_t tenant, std::string_view key, storage::Prior* prior);
+  // What the key holds now, without counting an op (quota accounting's look before a PUT).
+  storage::Prior peek(uint16_t tenant, std::string_view key);
   void unpin(PinnedValue* v);  // no-op on an empty PinnedValue; empties it
 
   // Two-phase PUT for a value that arrives by RDMA READ: reserve, let the NIC fill `data`, then commit
   // (publish; last committer wins) or abort (frees). commit() returns kNoSpace when the index is full,
   // and then has already released the reservation.
-  Status reserve(uint32_t core, std::string_view key, uint64_t value_size, Reservation* out);
+  Status reserve(uint32_t core, std::string_view key, uint64_t value_size, Reservation* out) {
+    return reserve(core, 0, key, value_size, out);
+  }
+  Status reserve(uint32_t core, uint16_t tenant, std::string_view key, uint64_t value_size, Reservation* out);
   Status commit(uint32_t core, Reservation* r);
   void abort(Reservation* r);
   // commit() that also pins what it published, as get() would, on kOk (*pin is empty otherwise): the pin
   // is taken before the value becomes visible, so no evictor or remover can free it in between.
   Status commit(uint32_t core, Reservation* r, PinnedValue* pin);
+  // And fills *prior (when not null) on kOk with what it replaced.
+  Status commit(uint32_t core, Reservation* r, PinnedValue* pin, storage::Prior* prior);
 
-  // Cache invalidation: unpublish like remove(), but not counted as a client DELETE in ops (in drops).
-  // kOk, or kNotFound (also for a key no value can have). Pinned readers keep their copy.
+  // Cache invalidation: unpublish like remove() (tenant 0, the RADOS cache's only namespace), but not
+  // counted as a client DELETE in ops (in drops). kOk, or kNotFound (also for a key no value can have).
+  // Pinned readers keep their copy.
   Status drop(std::string_view key);
   // Unpublishes every value published when the call starts and not replaced meanwhile; returns how many.
   // Safe concurrently with every other operation; values committed during the call may stay.
@@ -152,31 +181,31 @@ class Store {
   struct CoreStats;
   using HashSeed = std::array<unsigned char, 16>;  // a SipHash-2-4 key
 
-  uint64_t hash_key(std::string_view key) const;  // the key's slot hash under this process's seed
+  uint64_t hash_key(uint16_t tenant, std::string_view key) const;  // slot hash under this process's seed
 
   Store() = default;
   Status put_status(uint32_t core, Status s) { return count(core, protocol::ObjectOp::kPut, s); }
   Status count(uint32_t core, protocol::ObjectOp op, Status s);
   void add_published(uint32_t core, int64_t objects, int64_t bytes);
   bool try_pin(uint32_t id);
-  bool try_reserve(std::string_view key, uint64_t hash, uint64_t value_size, uint64_t charge,
+  bool try_reserve(uint16_t tenant, std::string_view key, uint64_t hash, uint64_t value_size, uint64_t charge,
                    Reservation* out);
   bool evict_next(uint32_t core, uint64_t* examined);
   void evict_from_window(uint32_t core, uint64_t home);
   bool evict(uint32_t core, uint32_t id);
-  bool unpublish(std::string_view key, uint64_t hash, int64_t* old_len);
+  bool unpublish(uint16_t tenant, std::string_view key, uint64_t hash, int64_t* old_len);
   void release(uint32_t id);  // drops one reference; frees block and descriptor at zero
   uint32_t pop_descriptor();
   void push_descriptor(uint32_t id);
   void lock_bucket(Bucket* b);
   void unlock_bucket(Bucket* b);
-  bool key_equals(uint32_t id, std::string_view key) const;
+  bool key_equals(uint32_t id, uint16_t tenant, std::string_view key) const;
   struct Found {  // a slot holding the key, the value seen in it, and a pin on that descriptor
     std::atomic<uint64_t>* slot = nullptr;
     uint64_t value = 0;
     uint32_t id = 0;
   };
-  Found lookup(std::string_view key, uint64_t hash);
+  Found lookup(uint16_t tenant, std::string_view key, uint64_t hash);
   // For StoreTestPeer: only meaningful while the store is quiescent.
   uint32_t count_free_descriptors() const;
   uint32_t refs_of(uint32_t token) const;

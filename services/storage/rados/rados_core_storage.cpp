@@ -8,12 +8,12 @@
 namespace rdmagate::storage::rados {
 
 namespace {
-bool bad_key(std::string_view key) noexcept {
-  return key.empty() || key.size() > protocol::kMaxKeyLength;
+bool bad_key(const Namespace& ns, std::string_view key) noexcept {
+  return key.empty() || key.size() > protocol::kMaxKeyLength || ns.name.size() > kMaxNamespaceName;
 }
 }  // namespace
 
-Status RadosCoreStorage::submit(OpKind kind, std::string_view key, std::uint64_t tag,
+Status RadosCoreStorage::submit(OpKind kind, const Namespace& ns, std::string_view key, std::uint64_t tag,
                                 const store::Reservation& value) noexcept {
   Submission s;
   s.tag = tag;
@@ -22,6 +22,8 @@ Status RadosCoreStorage::submit(OpKind kind, std::string_view key, std::uint64_t
   s.kind = kind;
   s.key_len = static_cast<std::uint8_t>(key.size());
   std::memcpy(s.key, key.data(), key.size());
+  s.ns_len = static_cast<std::uint8_t>(ns.name.size());
+  std::memcpy(s.ns, ns.name.data(), ns.name.size());
   // The service keeps at most max_requests ops pending here, the ring's capacity: a full ring is a bug in
   // that accounting, and answering unavailable keeps every lease accounted for.
   if (!sq_.push(s)) return count(kind, Status::kUnavailable);
@@ -29,10 +31,11 @@ Status RadosCoreStorage::submit(OpKind kind, std::string_view key, std::uint64_t
   return Status::kPending;
 }
 
-Status RadosCoreStorage::get(std::string_view key, std::uint64_t tag, Lease* out) noexcept {
-  if (bad_key(key)) return count(OpKind::kGet, Status::kBadRequest);
+Status RadosCoreStorage::get(const Namespace& ns, std::string_view key, std::uint64_t tag,
+                             Lease* out) noexcept {
+  if (bad_key(ns, key)) return count(OpKind::kGet, Status::kBadRequest);
   if (!worker_->accepting()) return count(OpKind::kGet, Status::kUnavailable);
-  if (worker_->cache_trusted()) {
+  if (ns.name.empty() && worker_->cache_trusted()) {
     store::PinnedValue pin;
     if (cache_->get(core_, key, &pin) == Status::kOk) {
       *out = Lease{const_cast<std::byte*>(pin.data), pin.size, pin.token};
@@ -40,32 +43,35 @@ Status RadosCoreStorage::get(std::string_view key, std::uint64_t tag, Lease* out
       return count(OpKind::kGet, Status::kOk);
     }
   }
-  return submit(OpKind::kGet, key, tag, {});
+  return submit(OpKind::kGet, ns, key, tag, {});
 }
 
-Status RadosCoreStorage::put(std::string_view key, std::span<const std::byte> value,
-                             std::uint64_t tag) noexcept {
-  if (bad_key(key)) return count(OpKind::kPut, Status::kBadRequest);
+Status RadosCoreStorage::put(const Namespace& ns, std::string_view key, std::span<const std::byte> value,
+                             std::uint64_t tag, Prior*) noexcept {
+  if (bad_key(ns, key)) return count(OpKind::kPut, Status::kBadRequest);
   if (value.size() > max_value_) return count(OpKind::kPut, Status::kTooLarge);
   if (!worker_->accepting()) return count(OpKind::kPut, Status::kUnavailable);
   store::Reservation r;
   const Status st = cache_->reserve(core_, key, value.size(), &r);
   if (st != Status::kOk) return count(OpKind::kPut, st);
   if (!value.empty()) std::memcpy(r.data, value.data(), value.size());
-  const Status s = submit(OpKind::kPut, key, tag, r);
+  const Status s = submit(OpKind::kPut, ns, key, tag, r);
   if (s != Status::kPending) cache_->abort(&r);
   return s;
 }
 
-Status RadosCoreStorage::remove(std::string_view key, std::uint64_t tag) noexcept {
-  if (bad_key(key)) return count(OpKind::kDelete, Status::kBadRequest);
+Status RadosCoreStorage::remove(const Namespace& ns, std::string_view key, std::uint64_t tag,
+                                Prior*) noexcept {
+  if (bad_key(ns, key)) return count(OpKind::kDelete, Status::kBadRequest);
   if (!worker_->accepting()) return count(OpKind::kDelete, Status::kUnavailable);
-  return submit(OpKind::kDelete, key, tag, {});
+  return submit(OpKind::kDelete, ns, key, tag, {});
 }
 
-Status RadosCoreStorage::reserve(std::string_view key, std::uint64_t size, std::uint64_t,
+// The cache block is only where the value waits for RADOS (it is published in the cache only for the
+// unauthenticated namespace, by the worker): it is reserved under the bare key whatever the namespace.
+Status RadosCoreStorage::reserve(const Namespace& ns, std::string_view key, std::uint64_t size, std::uint64_t,
                                  Lease* out) noexcept {
-  if (bad_key(key)) return count(OpKind::kPut, Status::kBadRequest);
+  if (bad_key(ns, key)) return count(OpKind::kPut, Status::kBadRequest);
   if (size > max_value_) return count(OpKind::kPut, Status::kTooLarge);
   if (!worker_->accepting()) return count(OpKind::kPut, Status::kUnavailable);
   store::Reservation r;
@@ -75,14 +81,18 @@ Status RadosCoreStorage::reserve(std::string_view key, std::uint64_t size, std::
   return Status::kOk;
 }
 
-Status RadosCoreStorage::commit(Lease* lease, std::uint64_t tag) noexcept {
+Status RadosCoreStorage::commit(const Namespace& ns, Lease* lease, std::uint64_t tag, Prior*) noexcept {
   store::Reservation r{lease->data, lease->size, lease->token & ~kReservationBit};
   *lease = Lease{};
   if (!worker_->accepting()) {
     cache_->abort(&r);
     return count(OpKind::kPut, Status::kUnavailable);
   }
-  const Status s = submit(OpKind::kPut, cache_->reserved_key(r), tag, r);
+  if (ns.name.size() > kMaxNamespaceName) {
+    cache_->abort(&r);
+    return count(OpKind::kPut, Status::kBadRequest);
+  }
+  const Status s = submit(OpKind::kPut, ns, cache_->reserved_key(r), tag, r);
   if (s != Status::kPending) cache_->abort(&r);
   return s;
 }

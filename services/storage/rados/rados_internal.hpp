@@ -91,9 +91,15 @@ struct Submission {
   std::uint32_t core = 0;
   OpKind kind = OpKind::kGet;
   std::uint8_t key_len = 0;
-  std::uint16_t pad = 0;
+  std::uint8_t ns_len = 0;  // 0: the unauthenticated namespace, the only one the cache holds
+  std::uint8_t pad = 0;
   char key[protocol::kMaxKeyLength + 2] = {};
+  char ns[kMaxNamespaceName] = {};  // the tenant's name (storage::Namespace::name)
   std::string_view key_view() const noexcept { return {key, key_len}; }
+  std::string_view ns_view() const noexcept { return {ns, ns_len}; }
+  // Only the unauthenticated namespace goes through the cache (docs/store.md "Tenant namespaces"): the
+  // cache's keys and the invalidations between gateways name keys without a tenant.
+  bool cacheable() const noexcept { return ns_len == 0; }
 };
 static_assert(sizeof(Submission) % 4 == 0);
 
@@ -137,20 +143,31 @@ static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
 
 class Worker;
 
+// A tenant's objects are named in its namespace (object_name); RADOS says nothing of what a write or a
+// remove replaced, so no Prior is reported (a tenant's quota is not accounted with this backend).
 class RadosCoreStorage final : public CoreStorage {
  public:
-  Status get(std::string_view key, std::uint64_t tag, Lease* out) noexcept override;
-  Status put(std::string_view key, std::span<const std::byte> value, std::uint64_t tag) noexcept override;
-  Status remove(std::string_view key, std::uint64_t tag) noexcept override;
-  Status reserve(std::string_view key, std::uint64_t size, std::uint64_t tag, Lease* out) noexcept override;
-  Status commit(Lease* lease, std::uint64_t tag) noexcept override;
+  using CoreStorage::commit;
+  using CoreStorage::get;
+  using CoreStorage::put;
+  using CoreStorage::remove;
+  using CoreStorage::reserve;
+  Status get(const Namespace& ns, std::string_view key, std::uint64_t tag, Lease* out) noexcept override;
+  Status put(const Namespace& ns, std::string_view key, std::span<const std::byte> value, std::uint64_t tag,
+             Prior* prior) noexcept override;
+  Status remove(const Namespace& ns, std::string_view key, std::uint64_t tag, Prior* prior) noexcept override;
+  Status reserve(const Namespace& ns, std::string_view key, std::uint64_t size, std::uint64_t tag,
+                 Lease* out) noexcept override;
+  Status commit(const Namespace& ns, Lease* lease, std::uint64_t tag, Prior* prior) noexcept override;
   void abort(Lease* lease) noexcept override;
   void release(Lease* lease) noexcept override;
+  bool reports_prior() const noexcept override { return false; }
+  Prior peek(const Namespace&, std::string_view) noexcept override { return {}; }
   CompletionQueue* completions() noexcept override { return cq_.get(); }
 
  private:
   friend class Worker;
-  Status submit(OpKind kind, std::string_view key, std::uint64_t tag,
+  Status submit(OpKind kind, const Namespace& ns, std::string_view key, std::uint64_t tag,
                 const store::Reservation& value) noexcept;
   Status count(OpKind kind, Status s) noexcept {
     bump(ops_[static_cast<unsigned>(object_op(kind))][static_cast<unsigned>(s)]);

@@ -31,22 +31,37 @@ const char* health_name(Health h) noexcept {
 }
 
 std::string object_name(std::string_view key) {
+  return object_name({}, key);
+}
+
+std::string object_name(std::string_view tenant, std::string_view key) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
-  out.reserve(2 + key.size() * 3);
-  out += "o/";
-  for (const char ch : key) {
-    const auto c = static_cast<unsigned char>(ch);
-    const bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                       c == '_' || c == '.' || c == '-';
-    if (plain) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
+  out.reserve(4 + (tenant.size() + key.size()) * 3);
+  // Escaped like the key, so that no tenant name can hold the '/' that ends it (configured names cannot
+  // anyway: [A-Za-z0-9._@-], where only '@' is escaped, as %40).
+  const auto escape = [&](std::string_view bytes) {
+    for (const char ch : bytes) {
+      const auto c = static_cast<unsigned char>(ch);
+      const bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                         c == '_' || c == '.' || c == '-';
+      if (plain) {
+        out += static_cast<char>(c);
+      } else {
+        out += '%';
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      }
     }
+  };
+  if (tenant.empty()) {
+    out += "o/";
+  } else {
+    out += "t/";
+    escape(tenant);
+    out += '/';
   }
+  escape(key);
   return out;
 }
 

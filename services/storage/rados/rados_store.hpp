@@ -101,7 +101,11 @@ class RadosStore {
 
 // The on-RADOS object name of a key: "o/" then the key with every byte outside [A-Za-z0-9_.-] as %XX
 // (RADOS names are C strings; keys are any bytes). Internal objects start "rdmagate." and so never collide.
+// That is the unauthenticated namespace's (storage::Namespace{}); a tenant's key is "t/", the tenant's
+// name (no '/' in it), "/", then the escaped key: "t/app/x" for tenant app's key x. No name of one form is
+// a name of the other, and a name says its tenant and key unambiguously.
 std::string object_name(std::string_view key);
+std::string object_name(std::string_view tenant, std::string_view key);
 
 // CRC32C (Castagnoli), as iSCSI and ext4 use it: init ~0, final xor ~0. "123456789" -> 0xe3069283. Stored
 // as 8 lowercase hex digits in the object's xattr "rdmagate.crc32c".

@@ -298,6 +298,18 @@ void Worker::start(const Submission& s) {
       break;
     case OpKind::kPut:
     case OpKind::kDelete:
+      if (!s.cacheable()) {
+        // No gateway caches a tenant's objects: nobody to tell, no cached value to keep out.
+        op.write_ret = 0;
+        op.unannounced = false;
+        op.waiting = kWaitWrite;
+        if (s.kind == OpKind::kPut) {
+          start_write(op);
+        } else {
+          start_remove(op);
+        }
+        break;
+      }
       // Remote changes to the key seen after this (gen) or a local mutation beside this one (mutating_)
       // keep the result out of the cache: only a lone writer knows its value is RADOS's newest.
       op.key_gen = key_gen(s.key_view());
@@ -340,7 +352,7 @@ void Worker::start_read_op(PendingOp& op, Phase phase, std::byte* into, std::siz
   rados_read_op_stat(op.read_op, &op.size, &op.mtime, &op.stat_rval);
   rados_read_op_getxattrs(op.read_op, &op.xattrs, &op.xattr_rval);
   rados_read_op_read(op.read_op, 0, len, reinterpret_cast<char*>(into), &op.bytes_read, &op.read_rval);
-  const std::string oid = object_name(op.sub.key_view());
+  const std::string oid = object_name(op.sub.ns_view(), op.sub.key_view());
   if (rados_aio_read_op_operate(op.read_op, io_, op.comp, oid.c_str(), 0) != 0) read_done(op, -EIO);
 }
 
@@ -357,7 +369,7 @@ void Worker::start_write(PendingOp& op) {
   rados_write_op_write_full(op.write_op, v.size == 0 ? kEmpty : reinterpret_cast<const char*>(v.data),
                             v.size);
   rados_write_op_setxattr(op.write_op, kCrcXattr, op.crc_text, 8);
-  const std::string oid = object_name(op.sub.key_view());
+  const std::string oid = object_name(op.sub.ns_view(), op.sub.key_view());
   if (rados_aio_write_op_operate(op.write_op, io_, op.comp, oid.c_str(), nullptr, 0) != 0)
     write_done(op, -EIO);
 }
@@ -367,7 +379,7 @@ void Worker::start_remove(PendingOp& op) {
   if (!new_completion(op)) return write_done(op, -ENOMEM);
   op.write_op = rados_create_write_op();
   rados_write_op_remove(op.write_op);
-  const std::string oid = object_name(op.sub.key_view());
+  const std::string oid = object_name(op.sub.ns_view(), op.sub.key_view());
   if (rados_aio_write_op_operate(op.write_op, io_, op.comp, oid.c_str(), nullptr, 0) != 0)
     write_done(op, -EIO);
 }
@@ -633,6 +645,12 @@ bool Worker::verify_and_answer(PendingOp& op) {
     return false;
   }
   const std::string_view key = op.sub.key_view();
+  if (!op.sub.cacheable()) {  // a tenant's value: handed over in its unpublished block, never cached
+    const Lease lease{op.fill.data, op.fill.size, op.fill.token | kReservationBit};
+    op.fill = {};
+    finish(op, Status::kOk, lease);
+    return true;
+  }
   if (op.key_gen == key_gen(key) && mutating_[gen_slot(key)] == 0 &&
       outside_windows(key, op.rados_started_ns) && cache_trusted()) {
     store::PinnedValue pin;
@@ -683,11 +701,15 @@ void Worker::notify_done(PendingOp& op, int ret, std::uint64_t sent_ns) {
 void Worker::settle_mutation(PendingOp& op) {
   const bool is_put = op.sub.kind == OpKind::kPut;
   if (op.write_ret < 0) {
-    --mutating_[gen_slot(op.sub.key_view())];
+    if (op.sub.cacheable()) --mutating_[gen_slot(op.sub.key_view())];
     if (is_put) cache_.abort(&op.sub.value);
     if (op.write_ret == -ENOENT && !is_put) return finish(op, Status::kNotFound);
     return finish(
         op, op.write_ret == -EFBIG || op.write_ret == -EMSGSIZE ? Status::kTooLarge : Status::kUnavailable);
+  }
+  if (!op.sub.cacheable()) {
+    if (is_put) cache_.abort(&op.sub.value);
+    return finish(op, Status::kOk);
   }
   if (op.unannounced) {
     // Nobody else watched when it started; if nobody appeared before its commit was seen here, a newcomer
@@ -796,6 +818,8 @@ void Worker::reset_cache() {
   bump(resets_);
 }
 
-void Worker::observe(std::size_t kind, std::uint64_t ns) noexcept { latency_[kind].observe_ns(ns); }
+void Worker::observe(std::size_t kind, std::uint64_t ns) noexcept {
+  latency_[kind].observe_ns(ns);
+}
 
 }  // namespace rdmagate::storage::rados

@@ -5,6 +5,8 @@
 // transfer's lease to the core's hook, unsolicited answers, and every pin and reservation given back.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "dataplane/auth_table.hpp"
 #include "dataplane/core_conn.hpp"
 #include "protocol/object_wire.hpp"
 #include "services/object/object_service.hpp"
@@ -72,33 +75,44 @@ class ThreadedStorage final : public storage::CoreStorage {
   }
   storage::CompletionQueue& queue() { return *cq_; }
 
-  Status get(std::string_view key, std::uint64_t tag, storage::Lease*) noexcept override {
-    return submit(Job{Kind::kGet, std::string(key), {}, 0, {}, tag});
+  // Jobs carry the namespace's id (the memory store's namespace); what a PUT or DELETE replaced comes back
+  // in its Completion, as the storage interface says.
+  Status get(const storage::Namespace& ns, std::string_view key, std::uint64_t tag,
+             storage::Lease*) noexcept override {
+    return submit(Job{Kind::kGet, ns.id, std::string(key), {}, 0, {}, tag});
   }
-  Status put(std::string_view key, std::span<const std::byte> value, std::uint64_t tag) noexcept override {
-    return submit(
-        Job{Kind::kPut, std::string(key), std::vector<std::byte>(value.begin(), value.end()), 0, {}, tag});
+  Status put(const storage::Namespace& ns, std::string_view key, std::span<const std::byte> value,
+             std::uint64_t tag, storage::Prior*) noexcept override {
+    return submit(Job{
+        Kind::kPut, ns.id, std::string(key), std::vector<std::byte>(value.begin(), value.end()), 0, {}, tag});
   }
-  Status remove(std::string_view key, std::uint64_t tag) noexcept override {
-    return submit(Job{Kind::kRemove, std::string(key), {}, 0, {}, tag});
+  Status remove(const storage::Namespace& ns, std::string_view key, std::uint64_t tag,
+                storage::Prior*) noexcept override {
+    return submit(Job{Kind::kRemove, ns.id, std::string(key), {}, 0, {}, tag});
   }
-  Status reserve(std::string_view key, std::uint64_t size, std::uint64_t tag,
+  Status reserve(const storage::Namespace& ns, std::string_view key, std::uint64_t size, std::uint64_t tag,
                  storage::Lease*) noexcept override {
-    return submit(Job{Kind::kReserve, std::string(key), {}, size, {}, tag});
+    return submit(Job{Kind::kReserve, ns.id, std::string(key), {}, size, {}, tag});
   }
-  Status commit(storage::Lease* lease, std::uint64_t tag) noexcept override {
+  Status commit(const storage::Namespace& ns, storage::Lease* lease, std::uint64_t tag,
+                storage::Prior*) noexcept override {
     const storage::Lease l = *lease;
     *lease = storage::Lease{};
-    return submit(Job{Kind::kCommit, {}, {}, 0, l, tag});
+    return submit(Job{Kind::kCommit, ns.id, {}, {}, 0, l, tag});
   }
   void abort(storage::Lease* lease) noexcept override { caller_.abort(lease); }
   void release(storage::Lease* lease) noexcept override { caller_.release(lease); }
+  bool reports_prior() const noexcept override { return true; }
+  storage::Prior peek(const storage::Namespace& ns, std::string_view key) noexcept override {
+    return caller_.peek(ns, key);
+  }
   storage::CompletionQueue* completions() noexcept override { return cq_.get(); }
 
  private:
   enum class Kind { kGet, kPut, kRemove, kReserve, kCommit };
   struct Job {
     Kind kind;
+    std::uint16_t tenant;
     std::string key;
     std::vector<std::byte> value;
     std::uint64_t size;
@@ -126,23 +140,26 @@ class ThreadedStorage final : public storage::CoreStorage {
       l.unlock();
       storage::Completion done;
       done.tag = j.tag;
+      const storage::Namespace ns{j.tenant, {}};
+      storage::Prior prior;
       switch (j.kind) {
         case Kind::kGet:
-          done.status = worker_side_.get(j.key, j.tag, &done.lease);
+          done.status = worker_side_.get(ns, j.key, j.tag, &done.lease);
           break;
         case Kind::kPut:
-          done.status = worker_side_.put(j.key, j.value, j.tag);
+          done.status = worker_side_.put(ns, j.key, j.value, j.tag, &prior);
           break;
         case Kind::kRemove:
-          done.status = worker_side_.remove(j.key, j.tag);
+          done.status = worker_side_.remove(ns, j.key, j.tag, &prior);
           break;
         case Kind::kReserve:
-          done.status = worker_side_.reserve(j.key, j.size, j.tag, &done.lease);
+          done.status = worker_side_.reserve(ns, j.key, j.size, j.tag, &done.lease);
           break;
         case Kind::kCommit:
-          done.status = worker_side_.commit(&j.lease, j.tag);
+          done.status = worker_side_.commit(ns, &j.lease, j.tag, &prior);
           break;
       }
+      done.set_prior(prior);
       EXPECT_TRUE(cq_->push(done)) << "the service started more ops than the queue holds";
       l.lock();
       --running_;
@@ -711,6 +728,439 @@ TEST_F(ObjectServiceTest, UnsolicitedAnswersAreCountedAndIgnored) {
   EXPECT_TRUE(api_.sent.empty());
   EXPECT_EQ(conn_->state, CoreConnState::kOwned);
   EXPECT_EQ(svc_->open_requests(), 0u);
+}
+
+// ---- tenants: namespaces, permissions, quotas (docs/store.md "Tenant namespaces, permissions and quotas")
+
+// Two tenants and their principals, as an AuthTable holds them (the usage objects outlive tables).
+struct Tenancy {
+  TenantUsage usage_a, usage_b;
+  TenantEntry a{"app", 1, 0, 0, &usage_a};
+  TenantEntry b{"other", 2, 0, 0, &usage_b};
+  PrincipalEntry writer_a{"writer-a", {}, kPermRead | kPermWrite | kPermDelete, 0, &a, nullptr};
+  PrincipalEntry writer_b{"writer-b", {}, kPermRead | kPermWrite | kPermDelete, 0, &b, nullptr};
+};
+
+// What the core's auth gate leaves on an authenticated connection.
+void authenticate(CoreConn& c, const PrincipalEntry& p) {
+  c.principal = &p;
+  c.tenant_id = p.tenant->id;
+  c.perms = p.perms;
+}
+
+class TenantTest : public ObjectServiceTest {
+ protected:
+  // Another adopted connection of the same service.
+  std::unique_ptr<CoreConn> connect(const PrincipalEntry* p) {
+    auto c = std::make_unique<CoreConn>();
+    c->state = CoreConnState::kOwned;
+    c->session.params.max_message_size = kMaxMessage;
+    svc_->on_adopt_st(api_, *c);
+    if (p != nullptr) authenticate(*c, *p);
+    return c;
+  }
+  void request(CoreConn& c, protocol::ObjectOp op, std::uint64_t cookie, const std::string& key,
+               std::span<const std::byte> value = {}) {
+    const auto p = key_payload(key, value);
+    protocol::Message m;
+    m.type = MessageType::kInlineRequest;
+    m.opcode = opcode(op);
+    m.cookie = cookie;
+    m.payload = p;
+    svc_->on_request_st(api_, c, m);
+  }
+  void put(CoreConn& c, std::uint64_t cookie, const std::string& key, std::size_t len, ObjectStatus want) {
+    const auto v = store::test::pattern(len, static_cast<std::uint32_t>(cookie));
+    request(c, protocol::ObjectOp::kPut, cookie, key, v);
+    expect_completion(cookie, want, want == ObjectStatus::kOk ? static_cast<std::uint32_t>(len) : 0);
+  }
+  // The value an inline GET answered, or empty with the completion's status checked.
+  std::vector<std::uint8_t> get(CoreConn& c, std::uint64_t cookie, const std::string& key) {
+    request(c, protocol::ObjectOp::kGet, cookie, key);
+    if (last().type == MessageType::kInlineResponse) return last().payload;
+    expect_completion(cookie, ObjectStatus::kNotFound, 0);
+    return {};
+  }
+  static std::vector<std::uint8_t> bytes(const std::vector<std::byte>& v) {
+    return {reinterpret_cast<const std::uint8_t*>(v.data()),
+            reinterpret_cast<const std::uint8_t*>(v.data()) + v.size()};
+  }
+  static void expect_usage(const TenantUsage& u, std::uint64_t bytes, std::uint64_t objects) {
+    EXPECT_EQ(u.bytes.load(), bytes);
+    EXPECT_EQ(u.objects.load(), objects);
+  }
+  std::uint64_t store_ops() const {
+    const store::StoreStats st = store_->stats();
+    std::uint64_t n = 0;
+    for (const auto& by_op : st.ops)
+      for (const std::uint64_t v : by_op) n += v;
+    return n;
+  }
+  std::uint64_t status_count(protocol::ObjectOp op, ObjectStatus st) const {
+    return svc_->counters().statuses[static_cast<std::size_t>(op)][object_status_slot(st)];
+  }
+
+  Tenancy t_;
+};
+
+// The same key in two tenants and in the unauthenticated namespace: three objects; a GET, an overwrite or a
+// DELETE by one never reaches another's, inline or by chunk. The unauthenticated namespace's object has
+// exactly the store key it always had (the peer's key).
+TEST_F(TenantTest, TenantsSameKeyAreDifferentObjects) {
+  start(store_->core(0));
+  auto a = connect(&t_.writer_a);
+  auto b = connect(&t_.writer_b);
+  CoreConn& open = *conn_;  // authentication off: no principal, tenant 0, every permission
+  const auto va = store::test::pattern(100, 1), vb = store::test::pattern(200, 2),
+             v0 = store::test::pattern(50, 3);
+
+  request(*a, protocol::ObjectOp::kPut, 1, "x", va);
+  expect_completion(1, ObjectStatus::kOk, 100);
+  EXPECT_TRUE(get(*b, 2, "x").empty()) << "b cannot read a's x";
+  EXPECT_TRUE(get(open, 3, "x").empty()) << "nor can an unauthenticated peer";
+  request(*b, protocol::ObjectOp::kDelete, 4, "x");
+  expect_completion(4, ObjectStatus::kNotFound, 0);
+  request(*b, protocol::ObjectOp::kPut, 5, "x", vb);  // b's own x, not an overwrite of a's
+  expect_completion(5, ObjectStatus::kOk, 200);
+  request(open, protocol::ObjectOp::kPut, 6, "x", v0);
+  expect_completion(6, ObjectStatus::kOk, 50);
+  EXPECT_EQ(store_->stats().objects, 3u);
+  EXPECT_EQ(get(*a, 7, "x"), bytes(va));
+  EXPECT_EQ(get(*b, 8, "x"), bytes(vb));
+  EXPECT_EQ(get(open, 9, "x"), bytes(v0));
+
+  // The unauthenticated namespace is the store's plain keys: what existing deployments and tools see.
+  store::PinnedValue pin;
+  ASSERT_EQ(store_->get(0, "x", &pin), store::Status::kOk);
+  EXPECT_EQ(pin.size, 50u);
+  store_->unpin(&pin);
+
+  // By chunk: b's GET of a's chunk-PUT key finds nothing and moves nothing.
+  const auto big = store::test::pattern(5000, 4);
+  svc_->on_chunk_request_st(
+      api_, *a, chunk_request(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 10, "y", 5000));
+  api_.finish_read(*svc_, *a, big);
+  expect_completion(10, ObjectStatus::kOk, 5000);
+  svc_->on_chunk_request_st(
+      api_, *b, chunk_request(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 11, "y", 8000));
+  expect_completion(11, ObjectStatus::kNotFound, 0);
+  EXPECT_EQ(b->bulk_op.state, BulkState::kIdle);
+  svc_->on_chunk_request_st(
+      api_, *a, chunk_request(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, 12, "y", 8000));
+  expect_completion(12, ObjectStatus::kOk, 5000);
+  EXPECT_EQ(api_.finish_write(*svc_, *a), big);
+
+  request(*a, protocol::ObjectOp::kDelete, 13, "x");
+  expect_completion(13, ObjectStatus::kOk, 0);
+  EXPECT_EQ(get(*b, 14, "x"), bytes(vb)) << "a's DELETE removed only its own x";
+  EXPECT_EQ(get(open, 15, "x"), bytes(v0));
+  for (auto [c, k] : {std::pair{b.get(), "x"}, std::pair{&open, "x"}, std::pair{a.get(), "y"}}) {
+    request(*c, protocol::ObjectOp::kDelete, 16, k);
+    expect_completion(16, ObjectStatus::kOk, 0);
+  }
+  store::test::expect_empty(*store_);
+}
+
+// GET needs read, PUT write, DELETE delete: without it the answer is forbidden, before any store call or
+// transfer, inline and by chunk. ECHO and SINK need nothing.
+TEST_F(TenantTest, EachOpNeedsItsPermission) {
+  start(store_->core(0));
+  const auto v = store::test::pattern(64, 5);
+  ASSERT_EQ(store_->put(0, 1, "k", store::test::as_span(v), nullptr), store::Status::kOk);
+  struct Case {
+    std::uint8_t perms;
+    bool get, put, del;
+  };
+  std::uint64_t cookie = 100;
+  for (const Case cs : {Case{0, false, false, false}, Case{kPermRead, true, false, false},
+                        Case{kPermWrite, false, true, false}, Case{kPermDelete, false, false, true}}) {
+    SCOPED_TRACE(static_cast<int>(cs.perms));
+    PrincipalEntry p{"p", {}, cs.perms, 0, &t_.a, nullptr};
+    auto c = connect(&p);
+    const std::uint64_t ops_before = store_ops();
+
+    request(*c, protocol::ObjectOp::kGet, ++cookie, "k");
+    if (cs.get) {
+      EXPECT_EQ(last().type, MessageType::kInlineResponse);
+    } else {
+      expect_completion(cookie, ObjectStatus::kForbidden, 0);
+    }
+    svc_->on_chunk_request_st(
+        api_, *c,
+        chunk_request(MessageType::kWriteChunkRequest, protocol::ObjectOp::kGet, ++cookie, "k", 4096));
+    if (cs.get) {
+      expect_completion(cookie, ObjectStatus::kOk, 64);
+      api_.finish_write(*svc_, *c);
+    } else {
+      expect_completion(cookie, ObjectStatus::kForbidden, 0);
+      EXPECT_EQ(c->bulk_op.state, BulkState::kIdle) << "no WRITE";
+    }
+    request(*c, protocol::ObjectOp::kPut, ++cookie, "k", v);
+    expect_completion(cookie, cs.put ? ObjectStatus::kOk : ObjectStatus::kForbidden, cs.put ? 64 : 0);
+    svc_->on_chunk_request_st(
+        api_, *c, chunk_request(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, ++cookie, "k", 64));
+    if (cs.put) {
+      ASSERT_EQ(c->bulk_op.state, BulkState::kReading);
+      api_.finish_read(*svc_, *c, v);
+      expect_completion(cookie, ObjectStatus::kOk, 64);
+    } else {
+      expect_completion(cookie, ObjectStatus::kForbidden, 0);
+      EXPECT_EQ(c->bulk_op.state, BulkState::kIdle) << "no READ";
+    }
+    request(*c, protocol::ObjectOp::kDelete, ++cookie, "k");
+    expect_completion(cookie, cs.del ? ObjectStatus::kOk : ObjectStatus::kForbidden, 0);
+    if (cs.del) {
+      ASSERT_EQ(store_->put(0, 1, "k", store::test::as_span(v), nullptr), store::Status::kOk);
+    }
+    const std::uint64_t allowed = (cs.get ? 2 : 0) + (cs.put ? 2 : 0) + (cs.del ? 2 : 0);
+    EXPECT_EQ(store_ops() - ops_before, allowed) << "a forbidden request never reaches the store";
+
+    // Transport diagnostics: no permission needed.
+    const std::uint8_t ping[3] = {1, 2, 3};
+    protocol::Message m;
+    m.type = MessageType::kInlineRequest;
+    m.opcode = static_cast<std::uint16_t>(ObjectOpcode::kEcho);
+    m.cookie = ++cookie;
+    m.payload = ping;
+    svc_->on_request_st(api_, *c, m);
+    EXPECT_EQ(last().type, MessageType::kInlineResponse);
+    EXPECT_EQ(last().payload, std::vector<std::uint8_t>(ping, ping + 3));
+    m.opcode = static_cast<std::uint16_t>(ObjectOpcode::kSink);
+    const std::size_t sent = api_.sent.size();
+    svc_->on_request_st(api_, *c, m);
+    EXPECT_EQ(api_.sent.size(), sent);
+  }
+  EXPECT_EQ(svc_->counters().sink, 4u);
+  EXPECT_EQ(status_count(protocol::ObjectOp::kGet, ObjectStatus::kForbidden), 6u);
+  EXPECT_EQ(status_count(protocol::ObjectOp::kPut, ObjectStatus::kForbidden), 6u);
+  EXPECT_EQ(status_count(protocol::ObjectOp::kDelete, ObjectStatus::kForbidden), 3u);
+  ASSERT_EQ(store_->remove(0, 1, "k", nullptr), store::Status::kOk);
+  store::test::expect_empty(*store_);
+}
+
+// max_bytes holds exactly: reaching it succeeds, one byte more is refused (inline and by chunk, before any
+// READ); a replacement counts the difference; a DELETE gives back.
+TEST_F(TenantTest, ByteQuotaIsExactAtTheBoundary) {
+  start(store_->core(0));
+  t_.a.max_bytes = 10'000;
+  auto a = connect(&t_.writer_a);
+  put(*a, 1, "k1", 600, ObjectStatus::kOk);
+  put(*a, 2, "k2", 400, ObjectStatus::kOk);
+  svc_->on_chunk_request_st(
+      api_, *a, chunk_request(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 3, "k3", 9000));
+  api_.finish_read(*svc_, *a, store::test::pattern(9000, 3));
+  expect_completion(3, ObjectStatus::kOk, 9000);
+  expect_usage(t_.usage_a, 10'000, 3);
+  put(*a, 4, "k4", 1, ObjectStatus::kQuotaExceeded);
+  svc_->on_chunk_request_st(
+      api_, *a, chunk_request(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 5, "k4", 1));
+  expect_completion(5, ObjectStatus::kQuotaExceeded, 0);
+  EXPECT_EQ(a->bulk_op.state, BulkState::kIdle) << "refused before any READ";
+  put(*a, 6, "k1", 601, ObjectStatus::kQuotaExceeded);  // +1 over the old value
+  put(*a, 7, "k1", 600, ObjectStatus::kOk);             // +0
+  expect_usage(t_.usage_a, 10'000, 3);
+  put(*a, 8, "k1", 100, ObjectStatus::kOk);  // -500
+  expect_usage(t_.usage_a, 9'500, 3);
+  put(*a, 9, "k4", 501, ObjectStatus::kQuotaExceeded);
+  put(*a, 10, "k4", 500, ObjectStatus::kOk);
+  expect_usage(t_.usage_a, 10'000, 4);
+  request(*a, protocol::ObjectOp::kDelete, 11, "k3");
+  expect_completion(11, ObjectStatus::kOk, 0);
+  expect_usage(t_.usage_a, 1'000, 3);
+  request(*a, protocol::ObjectOp::kDelete, 12, "k3");  // nothing there: nothing given back
+  expect_completion(12, ObjectStatus::kNotFound, 0);
+  expect_usage(t_.usage_a, 1'000, 3);
+  // The other tenant is counted apart and unlimited.
+  auto b = connect(&t_.writer_b);
+  put(*b, 13, "k1", 20'000, ObjectStatus::kOk);
+  expect_usage(t_.usage_b, 20'000, 1);
+  expect_usage(t_.usage_a, 1'000, 3);
+  EXPECT_EQ(status_count(protocol::ObjectOp::kPut, ObjectStatus::kQuotaExceeded), 4u);
+  EXPECT_EQ(store_->stats().value_bytes, 21'000u);
+}
+
+TEST_F(TenantTest, ObjectQuotaIsExactAtTheBoundary) {
+  start(store_->core(0));
+  t_.a.max_objects = 2;
+  auto a = connect(&t_.writer_a);
+  put(*a, 1, "a", 10, ObjectStatus::kOk);
+  put(*a, 2, "b", 10, ObjectStatus::kOk);
+  put(*a, 3, "c", 10, ObjectStatus::kQuotaExceeded);
+  svc_->on_chunk_request_st(
+      api_, *a, chunk_request(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 4, "c", 10));
+  expect_completion(4, ObjectStatus::kQuotaExceeded, 0);
+  put(*a, 5, "a", 30, ObjectStatus::kOk);  // a replacement adds no object
+  expect_usage(t_.usage_a, 40, 2);
+  request(*a, protocol::ObjectOp::kDelete, 6, "b");
+  expect_completion(6, ObjectStatus::kOk, 0);
+  put(*a, 7, "c", 10, ObjectStatus::kOk);
+  expect_usage(t_.usage_a, 40, 2);
+  // A limit lowered below the usage (a reload) refuses what adds, not what shrinks.
+  t_.a.max_objects = 1;
+  put(*a, 8, "d", 1, ObjectStatus::kQuotaExceeded);
+  put(*a, 9, "a", 5, ObjectStatus::kOk);
+  expect_usage(t_.usage_a, 15, 2);
+}
+
+// Every way a PUT can end without storing gives its hold back, and every way one can store counts exactly
+// what it stored, with ops that end at once and ops that end later, connections closed mid-way included.
+TEST_F(TenantTest, EveryFailurePathGivesItsHoldBack) {
+  ThreadedStorage ts(*store_);
+  start(ts);
+  t_.a.max_bytes = std::uint64_t{1} << 40;  // a limit: every PUT holds
+  auto a = connect(&t_.writer_a);
+  const auto v = store::test::pattern(3000, 11);
+
+  // A stored baseline: "base" (3000 bytes).
+  request(*a, protocol::ObjectOp::kPut, 1, "base", v);
+  drain();
+  expect_completion(1, ObjectStatus::kOk, 3000);
+  expect_usage(t_.usage_a, 3000, 1);
+
+  // A failed READ.
+  svc_->on_chunk_request_st(
+      api_, *a, chunk_request(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 2, "p", 4096));
+  drain();
+  EXPECT_EQ(t_.usage_a.bytes.load(), 3000u + 4096u) << "held while the READ runs";
+  api_.finish_read(*svc_, *a, {}, false);
+  expect_completion(2, ObjectStatus::kBulkFailed, 0);
+  expect_usage(t_.usage_a, 3000, 1);
+
+  // The reservation refused (too_large: above the store's max_value).
+  svc_->on_chunk_request_st(
+      api_, *a, chunk_request(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 3, "p", 2u << 20));
+  drain();
+  expect_completion(3, ObjectStatus::kTooLarge, 0);
+  expect_usage(t_.usage_a, 3000, 1);
+
+  // The READ cannot start (the core refuses it: here, another transfer of the connection is running).
+  svc_->on_chunk_request_st(
+      api_, *a, chunk_request(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 4, "p", 4096));
+  a->bulk_op.state = BulkState::kWriting;
+  drain();
+  a->bulk_op.state = BulkState::kIdle;
+  expect_completion(4, ObjectStatus::kNoResources, 0);
+  expect_usage(t_.usage_a, 3000, 1);
+
+  // The store is full (no_space): fill it with another tenant's values first.
+  auto b = connect(&t_.writer_b);
+  const auto mib = store::test::pattern(1u << 20, 12);
+  std::uint64_t filled = 0;
+  for (std::uint64_t i = 0;; ++i) {
+    svc_->on_chunk_request_st(api_, *b,
+                              chunk_request(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut,
+                                            2000 + i, store::test::key_of("fill", i), 1u << 20));
+    drain();
+    if (b->bulk_op.state != BulkState::kReading) break;
+    api_.finish_read(*svc_, *b, mib);
+    drain();
+    ++filled;
+    ASSERT_LT(filled, 100u);
+  }
+  ASSERT_GT(filled, 0u);
+  expect_completion(2000 + filled, ObjectStatus::kNoSpace, 0);
+  svc_->on_chunk_request_st(
+      api_, *a, chunk_request(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 5, "big", 1u << 20));
+  drain();
+  expect_completion(5, ObjectStatus::kNoSpace, 0);
+  expect_usage(t_.usage_a, 3000, 1);
+
+  // Closed mid-READ: the core ends the transfer failed.
+  const auto small = store::test::pattern(100, 13);
+  auto c = connect(&t_.writer_a);
+  svc_->on_chunk_request_st(
+      api_, *c, chunk_request(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 6, "q", 100));
+  drain();
+  ASSERT_EQ(c->bulk_op.state, BulkState::kReading);
+  api_.close(*svc_, *c);
+  expect_usage(t_.usage_a, 3000, 1);
+
+  // Closed while the reservation pends: it ends orphaned and gives back.
+  c = connect(&t_.writer_a);
+  ts.hold(true);
+  svc_->on_chunk_request_st(
+      api_, *c, chunk_request(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 7, "q", 100));
+  api_.close(*svc_, *c);
+  ts.hold(false);
+  drain();
+  expect_usage(t_.usage_a, 3000, 1);
+
+  // Closed while an inline PUT, a commit and a DELETE pend: they still change the store, and count.
+  c = connect(&t_.writer_a);
+  svc_->on_chunk_request_st(
+      api_, *c, chunk_request(MessageType::kReadChunkRequest, protocol::ObjectOp::kPut, 8, "r", 100));
+  drain();
+  ts.hold(true);
+  api_.finish_read(*svc_, *c, small);  // the commit pends
+  auto d = connect(&t_.writer_a);
+  request(*d, protocol::ObjectOp::kPut, 9, "s", small);
+  request(*d, protocol::ObjectOp::kDelete, 10, "base");
+  api_.close(*svc_, *c);
+  api_.close(*svc_, *d);
+  ts.hold(false);
+  drain();
+  EXPECT_EQ(svc_->counters().orphaned, 4u);
+  expect_usage(t_.usage_a, 200, 2);
+
+  // What is counted is what the store holds for the tenant.
+  request(*a, protocol::ObjectOp::kDelete, 11, "r");
+  request(*a, protocol::ObjectOp::kDelete, 12, "s");
+  drain();
+  expect_usage(t_.usage_a, 0, 0);
+  expect_usage(t_.usage_b, filled << 20, filled);
+  EXPECT_EQ(svc_->open_requests(), 0u);
+  for (std::uint64_t i = 0; i < filled; ++i) {
+    ASSERT_EQ(store_->remove(0, 2, store::test::key_of("fill", i), nullptr), store::Status::kOk);
+  }
+  store::test::expect_empty(*store_);
+}
+
+// Two cores (two threads, each its own service and connection) PUT, replace and delete for one tenant:
+// after every answer neither limit is exceeded, and at the end the usage is exactly what the store holds.
+TEST_F(TenantTest, TwoCoresNeverOvershootATenantsQuota) {
+  t_.a.max_bytes = 64 * 1024;
+  t_.a.max_objects = 40;
+  constexpr int kOps = 4000;
+  std::atomic<bool> over{false};
+  std::array<std::uint64_t, 2> refused{};
+  auto core = [&](std::uint32_t index) {
+    FakeCore api;
+    ObjectServiceConfig cfg;
+    cfg.storage = &store_->core(index);
+    ObjectService svc(cfg);
+    CoreConn c;
+    c.state = CoreConnState::kOwned;
+    c.session.params.max_message_size = kMaxMessage;
+    svc.on_adopt_st(api, c);
+    authenticate(c, t_.writer_a);
+    std::uint32_t x = 12345 + index;
+    for (int i = 0; i < kOps; ++i) {
+      x = x * 1664525u + 1013904223u;
+      const std::string key = store::test::key_of(index == 0 ? "l" : "r", (x >> 8) % 64);
+      const bool del = (x >> 20) % 4 == 0;
+      const auto v = store::test::pattern(1 + (x >> 16) % 900, x);
+      const auto p = key_payload(key, del ? std::span<const std::byte>{} : std::span<const std::byte>(v));
+      protocol::Message m;
+      m.type = MessageType::kInlineRequest;
+      m.opcode = opcode(del ? protocol::ObjectOp::kDelete : protocol::ObjectOp::kPut);
+      m.cookie = static_cast<std::uint64_t>(i);
+      m.payload = p;
+      svc.on_request_st(api, c, m);
+      if (api.sent.back().status == static_cast<std::uint32_t>(ObjectStatus::kQuotaExceeded))
+        ++refused[index];
+      if (t_.usage_a.bytes.load() > t_.a.max_bytes || t_.usage_a.objects.load() > t_.a.max_objects)
+        over = true;
+    }
+  };
+  std::thread left(core, 0), right(core, 1);
+  left.join();
+  right.join();
+  EXPECT_FALSE(over.load()) << "a limit was passed";
+  EXPECT_GT(refused[0] + refused[1], 0u) << "the run never reached a limit: it tested nothing";
+  const store::StoreStats st = store_->stats();
+  expect_usage(t_.usage_a, st.value_bytes, st.objects);
+  EXPECT_LE(st.value_bytes, t_.a.max_bytes);
+  EXPECT_LE(st.objects, t_.a.max_objects);
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ class StoreTestPeer {
   static uint32_t refs(const Store& s, uint32_t token) { return s.refs_of(token); }
   // The index: a key's home bucket is hash & bucket_mask.
   static uint64_t bucket_mask(const Store& s) { return s.bucket_mask_; }
-  static uint64_t hash_of(const Store& s, std::string_view key) { return s.hash_key(key); }
+  static uint64_t hash_of(const Store& s, std::string_view key) { return s.hash_key(0, key); }
   using HashSeed = Store::HashSeed;
   static HashSeed hash_seed(const Store& s) { return s.hash_seed_; }
   // A seed the test knows, as an attacker who learnt it would; only on an empty store (slots hold hashes).

@@ -70,6 +70,80 @@ TEST(RadosNaming, ObjectNamesEscapeEverythingButASafeSet) {
   EXPECT_EQ(object_name("rdmagate.cache"), "o/rdmagate.cache");  // never the internal watch object
 }
 
+// A tenant's object names (storage::Namespace::name) and the unauthenticated namespace's cannot meet.
+TEST(RadosNaming, TenantObjectNamesCannotMeetTheUnauthenticatedOnes) {
+  EXPECT_EQ(object_name("", "x"), "o/x");
+  EXPECT_EQ(object_name("app", "x"), "t/app/x");
+  EXPECT_EQ(object_name("a@b.c-d_e", "k/1"), "t/a%40b.c-d_e/k%2F1");
+  // An unauthenticated key spelling a tenant's object name is escaped out of its way.
+  EXPECT_EQ(object_name("t/app/x"), "o/t%2Fapp%2Fx");
+  // A tenant name holding the separator (configuration refuses it) cannot end early either.
+  EXPECT_NE(object_name("a/b", "c"), object_name("a", "b/c"));
+}
+
+// One key, three objects (unauthenticated, two tenants), each reached only through its own namespace and
+// stored under its documented name; a tenant's value never comes from, nor goes into, the cache (which
+// holds the unauthenticated namespace only), inline or reserved PUT alike.
+TEST_F(RadosStoreTest, TenantsSameKeyAreDifferentObjects) {
+  auto g = gateway();
+  ASSERT_TRUE(g);
+  CoreStorage& s = g->core();
+  const Namespace app{1, "app"}, other{2, "other"};
+  const auto v0 = pattern(100, 1), va = pattern(5000, 2), vb = pattern(300, 3);
+  const auto end = [&](Status st, std::uint64_t tag) {
+    return st == Status::kPending ? test::wait_completion(s, tag).status : st;
+  };
+  const auto get_in = [&](const Namespace& ns, std::uint64_t tag, std::vector<std::byte>* value) {
+    Lease l;
+    Status st = s.get(ns, "x", tag, &l);
+    if (st == Status::kPending) {
+      const Completion c = test::wait_completion(s, tag);
+      st = c.status;
+      l = c.lease;
+    }
+    value->clear();
+    if (st == Status::kOk) {
+      value->assign(l.data, l.data + l.size);
+      s.release(&l);
+    }
+    return st;
+  };
+  ASSERT_EQ(put(s, "x", v0, 1), Status::kOk);  // the unauthenticated namespace: cached when trusted
+  ASSERT_EQ(end(s.put(app, "x", va, 2, nullptr), 2), Status::kOk);
+  Lease l;
+  ASSERT_EQ(s.reserve(other, "x", vb.size(), 3, &l), Status::kOk);
+  std::memcpy(l.data, vb.data(), vb.size());
+  ASSERT_EQ(end(s.commit(other, &l, 3, nullptr), 3), Status::kOk);
+
+  std::vector<std::byte> got;
+  for (int round = 0; round < 2; ++round) {  // the second round may find the cache filled
+    ASSERT_EQ(get(s, "x", &got, 4), Status::kOk);
+    EXPECT_TRUE(got == v0);
+    ASSERT_EQ(get_in(app, 5, &got), Status::kOk);
+    EXPECT_TRUE(got == va);
+    ASSERT_EQ(get_in(other, 6, &got), Status::kOk);
+    EXPECT_TRUE(got == vb);
+  }
+  {
+    Admin admin(dir_, ns_);
+    std::vector<char> raw(8192);
+    EXPECT_EQ(rados_read(admin.io, "o/x", raw.data(), raw.size(), 0), 100) << "unchanged for tenant 0";
+    EXPECT_EQ(rados_read(admin.io, "t/app/x", raw.data(), raw.size(), 0), 5000);
+    EXPECT_EQ(rados_read(admin.io, "t/other/x", raw.data(), raw.size(), 0), 300);
+  }
+  ASSERT_EQ(end(s.remove(app, "x", 7, nullptr), 7), Status::kOk);
+  EXPECT_EQ(get_in(app, 8, &got), Status::kNotFound);
+  ASSERT_EQ(get(s, "x", &got, 9), Status::kOk);
+  EXPECT_TRUE(got == v0);
+  ASSERT_EQ(get_in(other, 10, &got), Status::kOk);
+  EXPECT_TRUE(got == vb);
+  EXPECT_EQ(end(s.remove(other, "x", 11, nullptr), 11), Status::kOk);
+  EXPECT_EQ(remove(s, "x", 12), Status::kOk);
+  EXPECT_EQ(get_in(other, 13, &got), Status::kNotFound);
+  EXPECT_EQ(get(s, "x", &got, 14), Status::kNotFound);
+  EXPECT_EQ(g->cache->stats().objects, 0u) << "nothing of a tenant was ever cached";
+}
+
 TEST_F(RadosStoreTest, PutGetDeleteAtEverySize) {
   auto g = gateway();
   ASSERT_TRUE(g);
