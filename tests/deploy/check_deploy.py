@@ -339,10 +339,9 @@ if yaml is not None:
 
 
 # ---------------------------------------------------------------------------- ceph files in the pod
-def ceph_mount_checks(c, vols, cfg, where):
-    """store.rados.conf_file and keyring are the ConfigMap's and the Secret's files, mounted read-only."""
-    r = (cfg.get("store") or {}).get("rados") or {}
-    files = {}  # path in the container -> (kind, name, key, mode)
+def mounted_files(c, vols):
+    """Path in the container -> (kind, name, key, mode) of every ConfigMap or Secret item mounted read-only."""
+    files = {}
     for m in (c or {}).get("volumeMounts", []):
         v = vols.get(m.get("name"), {})
         if not m.get("readOnly") or m.get("subPath"):
@@ -361,6 +360,30 @@ def ceph_mount_checks(c, vols, cfg, where):
                 for it in s[kind].get("items", []):
                     files[f"{m['mountPath'].rstrip('/')}/{it['path']}"] = (kind, name, it["key"],
                                                                          it.get("mode", default_mode))
+    return files
+
+
+def secrets_mount_checks(c, vols, spec, cfg, where):
+    """security.secrets_file is the Secret rdmagate-secrets' secrets.yaml, read-only, readable by the owner only
+    (the daemon refuses any group or other bit: conf/README.md)."""
+    sec = cfg.get("security") or {}
+    check(sec.get("authentication") == "required",
+          f"{where}: the gateway requires authentication (security.authentication: required)",
+          str(sec.get("authentication")))
+    f = mounted_files(c, vols).get(sec.get("secrets_file"))
+    check(f is not None and f[:3] == ("secret", "rdmagate-secrets", "secrets.yaml"),
+          f"{where}: security.secrets_file {sec.get('secrets_file')} is the Secret rdmagate-secrets' "
+          "secrets.yaml, mounted read-only", str(f))
+    check(f is not None and f[3] & 0o077 == 0, f"{where}: the secrets file is mounted without group or other bits",
+          oct(f[3]) if f else "not mounted")
+    check("fsGroup" not in (spec.get("securityContext") or {}),
+          f"{where}: no pod fsGroup (the kubelet would add group read to the secrets file)")
+
+
+def ceph_mount_checks(c, vols, cfg, where):
+    """store.rados.conf_file and keyring are the ConfigMap's and the Secret's files, mounted read-only."""
+    r = (cfg.get("store") or {}).get("rados") or {}
+    files = mounted_files(c, vols)
     conf = files.get(r.get("conf_file"))
     check(conf is not None and conf[:3] == ("configMap", "rdmagate-ceph-conf", "ceph.conf"),
           f"{where}: store.rados.conf_file {r.get('conf_file')} is rdmagate-ceph-conf's ceph.conf, "
@@ -673,6 +696,7 @@ def check_rendered(where, comps, objs):
     env = {e["name"]: e for e in c.get("env", [])}
     check(env.get("RDMAGATE_CORES_FROM_AFFINITY", {}).get("value") == "1",
           f"{where}: entrypoint derives the lcores from the CPU affinity")
+    secrets_mount_checks(c, vols, spec, cfg, where)
     if "rados" in comps:
         ceph_mount_checks(c, vols, cfg, where)
         base_mounts = {m["mountPath"] for bc in ds[0]["spec"]["template"]["spec"]["containers"]
