@@ -286,6 +286,20 @@ void checkSecurity(Checker& k) {
                  "\"" + p.tenant + "\" is not a tenant in security.tenants (principal \"" + p.name + "\")");
     }
   }
+  // The RADOS backend cannot say what a write or remove replaced, so the object service counts tenants' usage
+  // only in the memory store (docs/store.md); a quota it would not enforce must not look enforced.
+  if (k.usable({"security.tenants", "store.backend"}) && k.c().store.backend == StoreBackend::kRados) {
+    for (std::size_t i = 0; i < s.tenants.size(); ++i) {
+      const TenantConfig& t = s.tenants[i];
+      if (t.max_bytes == 0 && t.max_objects == 0) continue;
+      k.reportAt(
+          k.origins().ofElement("security.tenants", i),
+          "security.tenants[" + std::to_string(i) + (t.max_bytes != 0 ? "].max_bytes" : "].max_objects"),
+          "quotas are enforced only with store.backend memory (the RADOS backend cannot account replaced "
+          "values); " +
+              k.other("store.backend"));
+    }
+  }
   if (k.usable({"security.principals", "security.secrets_file", "security.authentication"}) &&
       s.authentication_required() && !s.principals.empty() && s.secrets_file.empty()) {
     k.conflict("security.secrets_file", "security.principals",

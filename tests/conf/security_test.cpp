@@ -204,6 +204,24 @@ security:
       IsEmpty());
 }
 
+TEST(Security, QuotasNeedTheMemoryStore) {
+  EXPECT_THAT(errorsOf(R"(
+store:
+  backend: rados
+security:
+  tenants:
+    - {name: a}
+    - {name: b, max_objects: 3}
+)"),
+              ElementsAre("conf/x.yaml:6:7: security.tenants[1].max_objects: quotas are enforced only with "
+                          "store.backend memory (the RADOS backend cannot account replaced values); "
+                          "store.backend = rados (line 2)"));
+  EXPECT_THAT(
+      errorsOf("security:\n  tenants:\n    - {name: b, max_bytes: 1KiB}\n", {"store.backend=rados"}),
+      ElementsAre(HasSubstr("security.tenants[0].max_bytes: quotas are enforced only with store.backend "
+                            "memory")));
+}
+
 TEST(Security, OverridesSetWholeLists) {
   auto r = load("", {"security.tenants=[{name: t, max_objects: 5}]",
                      "security.principals=[{name: p, tenant: t, permissions: [read, delete]}]"});
