@@ -321,7 +321,8 @@ int main(int argc, char** argv) {
                                       "\ndataplane:\n  cores: [1]\n"
                                       "store:\n  capacity_mib: 64\n"
                                       "telemetry:\n  bind_address: \"127.0.0.1\"\n  port: " +
-                                      std::to_string(19800 + getpid() % 100) + "\nlogging:\n  level: info\n");
+                                      std::to_string(19800 + getpid() % 100) +
+                                      "\nsecurity:\n  authentication: off\nlogging:\n  level: info\n");
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return 1;

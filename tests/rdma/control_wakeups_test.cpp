@@ -89,7 +89,7 @@ std::string gateway_yaml() {
          "  queue_depth: 32\nstore:\n  capacity_mib: 64\ntelemetry:\n  bind_address: \"127.0.0.1\"\n  "
          "port: " +
          std::to_string(g_http_port) +
-         "\nsecurity:\n  allowed_clients: [\"198.18.0.0/15\"]\nlogging:\n  level: info\n";
+         "\nsecurity:\n  allowed_clients: [\"198.18.0.0/15\"]\n  authentication: off\nlogging:\n  level: info\n";
 }
 
 TEST(ControlWakeups, IdleConnectionsStayUnderBudget) {

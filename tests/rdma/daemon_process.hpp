@@ -203,7 +203,7 @@ inline std::string test_gateway_yaml(const std::string& address, int rdma_port, 
          "\ndataplane:\n  cores: [1]\n  idle_policy: yield\n  max_connections_per_core: 8\n"
          "store:\n  capacity_mib: 64\n" +
          store_extra + "telemetry:\n  bind_address: \"127.0.0.1\"\n  port: " + std::to_string(http_port) +
-         "\nsecurity:\n  allowed_clients: [\"198.18.0.0/15\"]\nlogging:\n  level: info\n";
+         "\nsecurity:\n  allowed_clients: [\"198.18.0.0/15\"]\n  authentication: off\nlogging:\n  level: info\n";
 }
 
 // Writes `yaml_text` to `yaml`, starts `self daemon --config yaml` (a test binary that embeds the daemon's

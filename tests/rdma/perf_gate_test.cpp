@@ -479,7 +479,7 @@ class PerfGate : public ::testing::Test {
         "\"]\n  port: " + std::to_string(g_rdma_port) + "\ndataplane:\n  cores: [1]\n  idle_policy: busy\n" +
         dataplane_extra + "store:\n  capacity_mib: 32\ntelemetry:\n  bind_address: \"127.0.0.1\"\n  port: " +
         std::to_string(g_http_port) +
-        "\nsecurity:\n  allowed_clients: [\"198.18.0.0/15\"]\nlogging:\n  level: info\n";
+        "\nsecurity:\n  allowed_clients: [\"198.18.0.0/15\"]\n  authentication: off\nlogging:\n  level: info\n";
     ASSERT_TRUE(start_test_gateway(&gw_, g_self, yaml, text, gw_log_, g_http_port))
         << "the gateway did not become ready; log:\n"
         << read_file(gw_log_);

@@ -77,7 +77,7 @@ bool start_gateway(Gateway* g, int index, const std::string& ns) {
     << "    pool: rdmagate\n    namespace: " << ns << "\n"
     << "    op_timeout_ms: " << kOpTimeoutMs << "\n    notify_timeout_ms: 1000\n    cache_lease_ms: 3000\n"
     << "telemetry:\n  bind_address: \"127.0.0.1\"\n  port: " << g->http_port << "\n"
-    << "security:\n  allowed_clients: [\"198.18.0.0/15\"]\nlogging:\n  level: info\n";
+    << "security:\n  allowed_clients: [\"198.18.0.0/15\"]\n  authentication: off\nlogging:\n  level: info\n";
   write_file(g->yaml, y.str());
   if (!spawn(&g->proc, {g_self, "daemon", "--config", g->yaml}, g->log)) return false;
   const int port = g->http_port;
