@@ -19,6 +19,7 @@
 #include "dataplane/core_loop.hpp"
 #include "protocol/auth.hpp"
 #include "protocol/message.hpp"
+#include "telemetry/stats.hpp"
 #include "tests/engine/core_harness.hpp"
 #include "tests/engine/device_rigs.hpp"
 #include "tests/support/test_services.hpp"
@@ -566,6 +567,41 @@ TEST(CoreAuth, TableThatRequiresAuthenticationRevokesUnauthenticatedConnections)
   EXPECT_EQ(f.core.replies.failed[0].status, kRevokedUnauthenticated);
   EXPECT_EQ(f.core.counters().revoked_unauthenticated, 1u);
   EXPECT_EQ(f.core.counters().revoked_principal, 0u);
+}
+
+// ---- telemetry -------------------------------------------------------------------------------------------
+
+// The counters reach their telemetry slots (the loop publishes its totals when a run ends).
+TEST(CoreAuth, CountersArePublishedInTheirSlots) {
+  CoreConfig cfg = test_core_config();
+  cfg.max_conns = 5;
+  AuthFixture f(cfg);
+  auto block = std::make_unique<telemetry::CoreStats>();
+  f.core.res->stats = block.get();
+  f.apply(f.reg.build(two_principals(1)));
+  LoopbackConn& ok = f.open_awaiting(1);
+  LoopbackConn& limited = f.open_awaiting(2);
+  LoopbackConn& wrong = f.open_awaiting(3);
+  LoopbackConn& early = f.open_awaiting(4);
+  LoopbackConn& unauth = f.core.open();
+  f.core.adopt(unauth);
+  ASSERT_EQ(f.login(ok, "app-writer", f.writer_secret).auth_status, 0u);
+  ASSERT_EQ(f.login(limited, "app-writer", f.writer_secret).auth_status, kLimit);
+  ASSERT_EQ(f.login(wrong, "app-reader", f.writer_secret).auth_status, kDenied);
+  ASSERT_TRUE(early.peer().send(echo_request(1)));
+  f.core.settle();
+  f.apply(
+      f.reg.build({PrincipalSpec{"app-reader", "app", kPermRead, 0, secret_of(2, 16)}}));  // app-writer gone
+  const telemetry::CoreStats& s = *block;
+  EXPECT_EQ(s.load(telemetry::auth_result_stat(0)), 1u);
+  EXPECT_EQ(s.load(telemetry::auth_result_stat(1)), 1u);
+  EXPECT_EQ(s.load(telemetry::auth_result_stat(2)), 1u);
+  EXPECT_EQ(s.load(telemetry::auth_failure_stat(0)), 1u);
+  EXPECT_EQ(s.load(telemetry::auth_failure_stat(1)), 0u);
+  EXPECT_EQ(s.load(telemetry::revoked_stat(0)), 1u);
+  EXPECT_EQ(s.load(telemetry::revoked_stat(1)), 0u) << "allowed_clients is control's";
+  EXPECT_EQ(s.load(telemetry::revoked_stat(2)), 1u);
+  f.core.res->stats = nullptr;
 }
 
 // ---- authentication off ----------------------------------------------------------------------------------
