@@ -208,7 +208,7 @@ class ObjectService {
         r.call = Call::kPut;
         r.bytes = static_cast<std::uint32_t>(req.value.size());
         if (!hold_quota(c, ns, req.key, r)) {
-          answer_st(api, c, r, protocol::ObjectStatus::kQuotaExceeded, 0);
+          over_quota_st(api, c, r);
           return;  // the slot was never taken
         }
         st = storage_.put(ns, req.key, std::as_bytes(req.value), tag(i), &prior);
@@ -678,7 +678,7 @@ class ObjectService {
       // Above 4 GiB no backend takes it (the reserve answers too_large): nothing to hold.
       r.bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(total, UINT32_MAX));
       if (total <= UINT32_MAX && !hold_quota(c, ns, req.key, r)) {
-        answer_st(api, c, r, protocol::ObjectStatus::kQuotaExceeded, 0);
+        over_quota_st(api, c, r);
         drop_st(api, c, i);
         return;
       }
@@ -808,9 +808,16 @@ class ObjectService {
   template <typename Api>
   void forbid_st(Api& api, CoreConn& c, protocol::ObjectOp op, std::uint16_t opcode, std::uint64_t cookie,
                  std::uint64_t start) noexcept {
+    if (cfg_.stats != nullptr) cfg_.stats->add(telemetry::Stat::kObjectForbidden);
     count_answer(op, protocol::ObjectStatus::kForbidden);
     send_completion_st(api, c, opcode, cookie, protocol::ObjectStatus::kForbidden, 0);
     observe_st(op, start);
+  }
+
+  template <typename Api>
+  void over_quota_st(Api& api, CoreConn& c, const Request& r) noexcept {
+    if (cfg_.stats != nullptr) cfg_.stats->add(telemetry::Stat::kObjectQuotaExceeded);
+    answer_st(api, c, r, protocol::ObjectStatus::kQuotaExceeded, 0);
   }
 
   template <typename Api>

@@ -864,7 +864,8 @@ TEST_F(TenantTest, TenantsSameKeyAreDifferentObjects) {
 // GET needs read, PUT write, DELETE delete: without it the answer is forbidden, before any store call or
 // transfer, inline and by chunk. ECHO and SINK need nothing.
 TEST_F(TenantTest, EachOpNeedsItsPermission) {
-  start(store_->core(0));
+  telemetry::CoreStats block;
+  start(store_->core(0), 1024, &block);
   const auto v = store::test::pattern(64, 5);
   ASSERT_EQ(store_->put(0, 1, "k", store::test::as_span(v), nullptr), store::Status::kOk);
   struct Case {
@@ -934,6 +935,8 @@ TEST_F(TenantTest, EachOpNeedsItsPermission) {
   EXPECT_EQ(status_count(protocol::ObjectOp::kGet, ObjectStatus::kForbidden), 6u);
   EXPECT_EQ(status_count(protocol::ObjectOp::kPut, ObjectStatus::kForbidden), 6u);
   EXPECT_EQ(status_count(protocol::ObjectOp::kDelete, ObjectStatus::kForbidden), 3u);
+  EXPECT_EQ(block.load(telemetry::Stat::kObjectForbidden), 15u);
+  EXPECT_EQ(block.load(telemetry::Stat::kObjectQuotaExceeded), 0u);
   ASSERT_EQ(store_->remove(0, 1, "k", nullptr), store::Status::kOk);
   store::test::expect_empty(*store_);
 }
@@ -941,7 +944,8 @@ TEST_F(TenantTest, EachOpNeedsItsPermission) {
 // max_bytes holds exactly: reaching it succeeds, one byte more is refused (inline and by chunk, before any
 // READ); a replacement counts the difference; a DELETE gives back.
 TEST_F(TenantTest, ByteQuotaIsExactAtTheBoundary) {
-  start(store_->core(0));
+  telemetry::CoreStats block;
+  start(store_->core(0), 1024, &block);
   t_.a.max_bytes = 10'000;
   auto a = connect(&t_.writer_a);
   put(*a, 1, "k1", 600, ObjectStatus::kOk);
@@ -976,6 +980,7 @@ TEST_F(TenantTest, ByteQuotaIsExactAtTheBoundary) {
   expect_usage(t_.usage_b, 20'000, 1);
   expect_usage(t_.usage_a, 1'000, 3);
   EXPECT_EQ(status_count(protocol::ObjectOp::kPut, ObjectStatus::kQuotaExceeded), 4u);
+  EXPECT_EQ(block.load(telemetry::Stat::kObjectQuotaExceeded), 4u);
   EXPECT_EQ(store_->stats().value_bytes, 21'000u);
 }
 
