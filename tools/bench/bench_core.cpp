@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "client/client.hpp"
+#include "conf/secrets.hpp"
 #include "control/engine.hpp"
 #include "dataplane/backend/backend_factory.hpp"
 #include "protocol/message.hpp"
@@ -66,6 +67,27 @@ std::uint64_t splitmix(std::uint64_t x) noexcept {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
+}
+
+// What to add to an authentication failure's message: how to give the bench credentials.
+std::string auth_hint(const Options& o) {
+  return o.principal.empty() ? " (give --principal and --secrets-file)" : "";
+}
+
+// The echo and connect modes' credentials: --principal's secret from --secrets-file (the gateway's format,
+// the gateway's parser). Empty when none were given. The bytes live in `*out` for the run.
+bool load_bench_secret(const Options& o, std::vector<std::uint8_t>* out, std::string* error) {
+  out->clear();
+  if (o.principal.empty()) return true;
+  std::optional<conf::Secrets> file = conf::loadSecretsFile(o.secrets_file, error);
+  if (!file) return *error = "--secrets-file: " + *error, false;
+  const conf::PrincipalSecret* e = file->find(o.principal);
+  if (e == nullptr) {
+    return *error = "--secrets-file " + o.secrets_file + " has no secret for --principal " + o.principal,
+           false;
+  }
+  *out = e->secret;
+  return true;
 }
 
 // Word i (i >= 1) of a value: depends on the seed and the offset, cheap enough for 1 MiB values.
@@ -236,7 +258,12 @@ bool echo_phase(const Options& o, std::uint64_t size, double seconds, std::uint6
   auto engine = control::Engine::create(ec, error);
   if (!engine) return false;
 
+  std::vector<std::uint8_t> secret;
+  if (!load_bench_secret(o, &secret, error)) return false;
   dataplane::EchoClientConfig sc;
+  sc.principal = o.principal;
+  sc.secret = secret;
+  sc.max_conns = per_core + 2;
   sc.messages_per_conn = iterations != 0 ? (iterations + o.connections - 1) / o.connections : (1ull << 62);
   sc.min_payload = sc.max_payload = static_cast<std::uint32_t>(size);
   sc.window = o.qd;
@@ -331,6 +358,14 @@ bool echo_phase(const Options& o, std::uint64_t size, double seconds, std::uint6
     if (interrupted(o)) {
       out->interrupted = true;
       break;
+    }
+    if (const std::uint64_t f = results.auth_failures.load(std::memory_order_relaxed); f != 0) {
+      *error =
+          "echo: " + std::to_string(f) + " connection(s) to " + o.server + ":" + std::to_string(o.port) +
+          " failed authentication (the gateway requires it: wrong or missing --principal/--secrets-file, or "
+          "a gateway that did not prove the secret)" +
+          auth_hint(o);
+      return finish(false);
     }
     if (iterations != 0) {
       if (results.connections_done.load(std::memory_order_acquire) >= o.connections) break;
@@ -529,7 +564,17 @@ bool run_connect(const Options& o, Report* rep) {
   results.wake = [](void* e) { static_cast<control::Engine*>(e)->wake(); };
   results.wake_arg = engine.get();
   results.wake_at = n + 1;  // the warm-up connection, then the measured ones
+  std::vector<std::uint8_t> secret;
+  if (!load_bench_secret(o, &secret, &err)) {
+    rep->error = "connect: " + err;
+    engine->begin_shutdown_st();
+    engine->stop_cores_st();
+    return false;
+  }
   dataplane::EchoClientConfig sc;
+  sc.principal = o.principal;
+  sc.secret = secret;
+  sc.max_conns = per_core + 2;
   sc.messages_per_conn = 1;
   sc.min_payload = sc.max_payload = static_cast<std::uint32_t>(kConnectEchoBytes);
   sc.window = 1;
@@ -561,12 +606,15 @@ bool run_connect(const Options& o, Report* rep) {
     }
     // Its answer makes no rdma_cm event and no reply: look every millisecond, for this one connection only.
     while (results.connections_done.load(std::memory_order_acquire) < 1 && engine->connection_count() == 1 &&
-           Clock::now() < deadline && !interrupted(o)) {
+           results.auth_failures.load(std::memory_order_relaxed) == 0 && Clock::now() < deadline &&
+           !interrupted(o)) {
       engine->poll_st(1);
     }
     if (results.connections_done.load(std::memory_order_acquire) < 1) {
       rep->error = "connect: the warm-up connection to " + o.server + ":" + std::to_string(o.port) +
-                   " did not answer its echo (is the gateway running?)";
+                   (results.auth_failures.load() != 0
+                        ? " failed authentication (the gateway requires it)" + auth_hint(o)
+                        : std::string(" did not answer its echo (is the gateway running?)"));
       engine->begin_shutdown_st();
       engine->stop_cores_st();
       return false;
@@ -598,6 +646,7 @@ bool run_connect(const Options& o, Report* rep) {
   // Until every connection is verified or has failed (a refusal is counted, the others still measured).
   while (results.connections_done.load(std::memory_order_acquire) - 1 + failed < n) {
     if (Clock::now() >= deadline || interrupted(o)) break;
+    if (results.auth_failures.load(std::memory_order_relaxed) != 0) break;  // reported below
     Clock::time_point next = deadline;
     if (o.progress) next = std::min(next, last_line + std::chrono::seconds(1));
     // After a refusal the last verified answer is not the (n + 1)th, which wakes: look every 10 ms instead.
@@ -655,7 +704,9 @@ bool run_connect(const Options& o, Report* rep) {
       step_between("resolve addr", times, kCalled, kAddr, us_per_tick, n),
       step_between("resolve route", times, kAddr, kRoute, us_per_tick, n),
       step_between("connect", times, kRoute, kEstablished, us_per_tick, n),
-      step_between("first echo", times, kEstablished, kVerified, us_per_tick, n),
+      // With authentication the AUTH round trip comes first: it is part of what a connection costs.
+      step_between(o.principal.empty() ? "first echo" : "auth + echo", times, kEstablished, kVerified,
+                   us_per_tick, n),
       step_between("full connect", times, kCall, kVerified, us_per_tick, n),
       step_between("disconnect", times, kCloseStart, kClosed, us_per_tick, n),
   };
@@ -670,6 +721,7 @@ bool run_connect(const Options& o, Report* rep) {
   if (failed != 0) row.errors_by_status["connect_failed"] = failed;
   if (verified + failed < n) row.errors_by_status["not_verified_in_time"] = n - verified - failed;
   if (!drained) row.errors_by_status["close_timed_out"] = engine->connection_count();
+  if (const std::uint64_t f = results.auth_failures.load(); f != 0) row.errors_by_status["auth_failed"] = f;
   for (const auto& [k, v] : row.errors_by_status) row.errors += v;
   row.interrupted = interrupted(o);
   rep->rows.push_back(row);
@@ -1013,6 +1065,8 @@ bool run_kv(const Options& o, Report* rep) {
   client::ClientConfig cc;
   cc.gateways.push_back(client::Endpoint{o.server, o.port});
   cc.device = o.device;
+  cc.principal = o.principal;
+  cc.secrets_file = o.secrets_file;
   // The bench is a high-rate client: pinned polling lcores on its own EAL unless --progress says otherwise
   // (the library's own default is kCaller).
   switch (o.client_progress) {
@@ -1044,6 +1098,10 @@ bool run_kv(const Options& o, Report* rep) {
     return false;
   }
   if (!cl->wait_connected(cc.connect_timeout)) {
+    if (std::string why = cl->auth_error(); !why.empty()) {
+      rep->error = "client: " + why + auth_hint(o);
+      return false;
+    }
     rep->error = "client: no connection to " + o.server + ":" + std::to_string(o.port) + " within " +
                  std::to_string(o.connect_timeout_s) + " s (is the gateway running?)";
     return false;

@@ -125,6 +125,10 @@ std::string usage_text() {
          "  --verify                 self-describing values; every GET checks every byte\n"
          "  --max-message B          inline threshold offered to the gateway (4096)\n"
          "  --connect-timeout S      (20)\n"
+         "  --principal NAME         authenticate as NAME when the gateway requires it (with "
+         "--secrets-file)\n"
+         "  --secrets-file PATH      YAML secrets file in the gateway's format holding NAME's secret (mode\n"
+         "                           0600: group and others no bit); connect mode then times the AUTH too\n"
          "  --json FILE|-            also write the results as JSON (-: JSON on stdout instead of the "
          "table)\n"
          "  --quiet                  no progress lines\n"
@@ -197,6 +201,8 @@ enum LongOnly : int {
   kOptJson,
   kOptQuiet,
   kOptProgress,
+  kOptPrincipal,
+  kOptSecretsFile,
 };
 
 constexpr char kShortOpts[] = ":s:an:D:q:t:d:p:c:RFVh";
@@ -234,6 +240,8 @@ const option kLongOpts[] = {
     {"json", required_argument, nullptr, kOptJson},
     {"quiet", no_argument, nullptr, kOptQuiet},
     {"progress", required_argument, nullptr, kOptProgress},
+    {"principal", required_argument, nullptr, kOptPrincipal},
+    {"secrets-file", required_argument, nullptr, kOptSecretsFile},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -401,6 +409,14 @@ CliParse parse_cli(int argc, char* const* argv, const CliEnv& env) {
           return fail("--progress " + std::string(v) + ": eal, thread or caller");
         }
         break;
+      case kOptPrincipal:
+        if (*v == '\0') return bad();
+        o.principal = v;
+        break;
+      case kOptSecretsFile:
+        if (*v == '\0') return bad();
+        o.secrets_file = v;
+        break;
       default:
         return fail("unhandled option " + flag_name(ch));
     }
@@ -408,6 +424,10 @@ CliParse parse_cli(int argc, char* const* argv, const CliEnv& env) {
   if (help) {
     r.action = CliAction::kHelp;
     return r;
+  }
+  if (o.principal.empty() != o.secrets_file.empty()) {
+    return fail(o.principal.empty() ? "--secrets-file needs --principal (whose secret to use)"
+                                    : "--principal needs --secrets-file (where its secret is)");
   }
   if (version) {
     r.action = CliAction::kVersion;

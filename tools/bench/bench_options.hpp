@@ -46,6 +46,10 @@ struct Options {
   bool progress = true;              // a line per second on stderr
   std::uint32_t max_message = 4096;  // inline threshold offered (client) / message size floor (echo)
   double connect_timeout_s = 20.0;
+  // Authentication (protocol 1.2): the principal and the secrets file (the gateway's YAML format) holding its
+  // secret; both or neither. Every mode authenticates with them when the gateway asks.
+  std::string principal;
+  std::string secrets_file;
   const std::atomic<bool>* interrupt = nullptr;  // set (e.g. by SIGINT): end the current size early, stop
 };
 

@@ -147,7 +147,7 @@ TEST(BenchCli, HelpListsEveryFlagWithItsShortForm) {
         "-F, --CPU-freq", "-V, --version", "-h, --help",        "--preset",         "--warmup",
         "--keys",         "--ratio",       "--cores",           "--lcores",         "--yield",
         "--verify",       "--max-message", "--connect-timeout", "--json",           "--quiet",
-        "--server"}) {
+        "--server",       "--principal",   "--secrets-file"}) {
     EXPECT_NE(u.find(f), std::string::npos) << f << " missing from --help";
   }
   EXPECT_NE(u.find("round trip"), std::string::npos);
@@ -241,6 +241,22 @@ TEST(BenchCli, ConnectModeCountsConnectionsWithN) {
   EXPECT_EQ(parse({"connect", "1.1.1.1", "--verify"}).action, CliAction::kUsageError);
   EXPECT_EQ(parse({"connect", "1.1.1.1", "-a"}).action, CliAction::kUsageError);
   EXPECT_NE(usage_text().find("connect"), std::string::npos);
+}
+
+TEST(BenchCli, CredentialsComeAsAPair) {
+  CliParse p =
+      parse({"connect", "1.1.1.1", "--principal", "bench", "--secrets-file", "/etc/rdmagate/s.yaml"});
+  ASSERT_EQ(p.action, CliAction::kRun) << p.error;
+  EXPECT_EQ(p.cli.bench.principal, "bench");
+  EXPECT_EQ(p.cli.bench.secrets_file, "/etc/rdmagate/s.yaml");
+  p = parse({"get", "1.1.1.1", "--principal=bench"});
+  ASSERT_EQ(p.action, CliAction::kUsageError);
+  EXPECT_NE(p.error.find("--principal needs --secrets-file"), std::string::npos) << p.error;
+  p = parse({"echo", "1.1.1.1", "--secrets-file", "s.yaml"});
+  ASSERT_EQ(p.action, CliAction::kUsageError);
+  EXPECT_NE(p.error.find("--secrets-file needs --principal"), std::string::npos) << p.error;
+  EXPECT_EQ(parse({"echo", "1.1.1.1", "--principal", ""}).action, CliAction::kUsageError);
+  EXPECT_TRUE(parse({"echo", "1.1.1.1"}).cli.bench.principal.empty());
 }
 
 TEST(BenchCli, ParsesAgainAfterAnotherParse) {

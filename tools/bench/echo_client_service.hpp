@@ -3,15 +3,23 @@
 // drives echo traffic on every adopted connection and verifies every byte of every answer: payload sizes
 // cycle min_payload..max_payload, a window of requests in flight.
 //
-// It runs on the core (every method _st) and never allocates, locks or makes syscalls.
+// Authentication (protocol 1.2, docs/protocol.md §11): on a connection whose accept says `auth` it sends AUTH
+// first (EchoClientConfig::principal and secret) and starts its load only after an ok answer whose gateway
+// proof verifies; rdmagate-bench connect so times a connection's setup with the exchange included.
+//
+// It runs on the core (every method _st) and never allocates, locks or makes syscalls (the AUTH exchange
+// costs two HMACs and a draw from libcrypto's generator per connection, in user space).
 
 #include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
+#include <vector>
 
 #include "dataplane/core_conn.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/message.hpp"
 #include "tools/bench/histogram.hpp"
 
@@ -36,6 +44,9 @@ struct EchoClientResults {
   std::atomic<std::uint64_t> closed_answered{0};
   std::atomic<std::uint64_t> closed_refused{0};
   std::atomic<std::uint64_t> closed_lost{0};
+  // Connections that could not authenticate: no credentials for a gateway that asks, a refusal, or a gateway
+  // proof that did not verify (each such connection stays idle until the gateway or the run ends it).
+  std::atomic<std::uint64_t> auth_failures{0};
 
   // Set before the cores start, read-only afterwards. The owner sleeps in its control loop: when
   // connections_done reaches wake_at the core that got there calls wake(wake_arg) once (Engine::wake: one
@@ -63,25 +74,54 @@ struct EchoClientConfig {
   std::uint16_t opcode = 1;
   bool one_way = false;          // sink mode: no answers expected; completes when all are sent
   bool measure_latency = false;  // per-request RTT histogram (TSC ticks); one connection per core
+  // Credentials for gateways that require authentication (the caller keeps the bytes alive for the run).
+  std::string_view principal;
+  std::span<const std::uint8_t> secret;
+  std::uint32_t max_conns = 4096;  // connections authenticating at once on this core, at most
 };
 
 class EchoClientService {
  public:
-  EchoClientService(const EchoClientConfig& cfg, EchoClientResults& results) noexcept
-      : cfg_(cfg), res_(results) {}
+  // The expectation table is sized here, before the core runs (twice the connections: short probe runs).
+  EchoClientService(const EchoClientConfig& cfg, EchoClientResults& results)
+      : cfg_(cfg), res_(results), expected_(std::size_t{2} * (cfg.max_conns != 0 ? cfg.max_conns : 1)) {}
 
   struct ConnState {
     std::uint64_t sent = 0;
     std::uint64_t answered = 0;
     std::uint64_t verified = 0;
     std::uint64_t start_tsc = 0;  // 0 once the connection finished
-    std::uint64_t refused = 0;    // a refusal also stops new requests on the connection
+    std::uint32_t refused = 0;    // a refusal also stops new requests on the connection
+    bool open = true;             // false while AUTH awaits its answer (or after a failed one): no load
   };
 
   template <typename Api>
   void on_adopt_st(Api& api, CoreConn& c) noexcept {
-    c.svc.reset<ConnState>().start_tsc = api.now_tsc_st();
+    ConnState& s = c.svc.reset<ConnState>();
+    s.start_tsc = api.now_tsc_st();
     tsc_hz_ = api.tsc_hz();
+    if (c.session.auth_required) {
+      s.open = false;
+      send_auth_st(api, c);
+      return;
+    }
+    fill_st(api, c);
+  }
+
+  // The gateway's answer to our AUTH: ok with a proof that verifies (constant time) starts the load.
+  template <typename Api>
+  void on_auth_answer_st(Api& api, CoreConn& c, const protocol::Message& m) noexcept {
+    ConnState& s = c.svc.as<ConnState>();
+    Expected* e = find_st(c.qp_num);
+    const bool ok = e != nullptr && !s.open &&
+                    m.auth_status == static_cast<std::uint32_t>(protocol::auth::AuthStatus::kOk) &&
+                    protocol::auth::proofs_equal(m.auth_proof, e->pg);
+    if (e != nullptr) e->qp_num = kTombstone;
+    if (!ok) {
+      res_.auth_failures.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    s.open = true;
     fill_st(api, c);
   }
 
@@ -118,6 +158,7 @@ class EchoClientService {
 
   template <typename Api>
   void on_close_st(Api&, CoreConn& c) noexcept {
+    if (Expected* e = find_st(c.qp_num)) e->qp_num = kTombstone;
     const ConnState& s = c.svc.as<ConnState>();
     const std::uint64_t answered = cfg_.one_way ? s.sent : s.answered;
     res_.closed_sent.fetch_add(s.sent, std::memory_order_relaxed);
@@ -144,7 +185,8 @@ class EchoClientService {
   template <typename Api>
   void fill_st(Api& api, CoreConn& c) noexcept {
     ConnState& s = c.svc.as<ConnState>();
-    if (s.refused != 0 || api.quiescing_st()) return;  // refused by a quiescing peer, or quiescing ourselves
+    // Not yet authenticated, refused by a quiescing peer, or quiescing ourselves.
+    if (!s.open || s.refused != 0 || api.quiescing_st()) return;
     while (s.sent < cfg_.messages_per_conn && s.sent - s.answered < cfg_.window &&
            api.tx_available_st(c) > 2) {
       const std::uint64_t cookie = ++s.sent;
@@ -174,6 +216,54 @@ class EchoClientService {
   static constexpr std::uint32_t kMaxPayload = 64 * 1024;
 
  private:
+  // The gateway proof each authenticating connection expects, by QP number (open addressing, linear probe;
+  // ConnState has no room for 32 bytes). Sized in the constructor: no allocation on the core.
+  struct Expected {
+    std::uint32_t qp_num = 0;  // 0: empty; kTombstone: freed
+    protocol::auth::Proof pg{};
+  };
+  static constexpr std::uint32_t kTombstone = 0xffffffffu;
+  static constexpr std::uint64_t kAuthCookie = 0x4854554147444752ull;  // "RGDGAUTH"
+
+  Expected* find_st(std::uint32_t qp_num) noexcept {
+    const std::size_t n = expected_.size();
+    for (std::size_t i = 0, at = qp_num % n; i < n; ++i, at = (at + 1) % n) {
+      if (expected_[at].qp_num == qp_num) return &expected_[at];
+      if (expected_[at].qp_num == 0) return nullptr;
+    }
+    return nullptr;
+  }
+
+  Expected* insert_st(std::uint32_t qp_num) noexcept {
+    const std::size_t n = expected_.size();
+    for (std::size_t i = 0, at = qp_num % n; i < n; ++i, at = (at + 1) % n) {
+      if (expected_[at].qp_num == 0 || expected_[at].qp_num == kTombstone) {
+        expected_[at].qp_num = qp_num;
+        return &expected_[at];
+      }
+    }
+    return nullptr;  // more connections authenticating at once than max_conns: counted as a failure
+  }
+
+  template <typename Api>
+  void send_auth_st(Api& api, CoreConn& c) noexcept {
+    protocol::auth::Transcript t{
+        c.session.local_incarnation, c.session.peer_incarnation, c.session.gateway_nonce, {}, cfg_.principal};
+    protocol::auth::Proof pc{};
+    Expected* e =
+        cfg_.principal.empty() || c.qp_num == 0 || c.qp_num == kTombstone ? nullptr : insert_st(c.qp_num);
+    if (e == nullptr || !protocol::auth::random_nonce(&t.client_nonce) ||
+        !protocol::auth::compute_proof(protocol::auth::Role::kClient, cfg_.secret, t, &pc) ||
+        !protocol::auth::compute_proof(protocol::auth::Role::kGateway, cfg_.secret, t, &e->pg) ||
+        !api.send_built_st(
+            c, protocol::make_auth_message(kAuthCookie,
+                                           static_cast<std::uint8_t>(protocol::auth::Mechanism::kHmacSha256),
+                                           cfg_.principal, t.client_nonce, pc))) {
+      if (e != nullptr) e->qp_num = kTombstone;
+      res_.auth_failures.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
   std::uint32_t size_for(std::uint64_t cookie) const noexcept {
     if (cfg_.max_payload <= cfg_.min_payload) return cfg_.max_payload;
     return cfg_.min_payload +
@@ -208,6 +298,7 @@ class EchoClientService {
   std::array<std::uint64_t, kTscSlots> sent_tsc_{};
   bench::Histogram rtt_;
   std::uint64_t tsc_hz_ = 0;
+  std::vector<Expected> expected_;
   std::uint8_t scratch_[kMaxPayload];
 };
 
