@@ -280,6 +280,16 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
   s.engine.log_sink = engine_log_sink;
   g->engine_ = Engine::create(s.engine, error);
   if (!g->engine_) return nullptr;
+  // Principals and tenants before any listener: the cores apply the table before any connection reaches them.
+  std::unique_ptr<dataplane::AuthTable> auth = load_auth_table(cfg.security, g->auth_registry_, error);
+  if (!auth) return nullptr;
+  g->engine_->set_auth_table_st(std::move(auth));
+  if (!cfg.security.authentication_required()) {
+    lg().warn(kAuthOffWarning, {{"key", "security.authentication"}});
+  } else {
+    lg().info("authentication required",
+              {{"principals", cfg.security.principals.size()}, {"tenants", cfg.security.tenants.size()}});
+  }
   // Signals wake the control loop through the engine's epoll. The signalfd is read where it is reported, so
   // that a signal during the drain (whose poll_st turns come from stop) is consumed and cannot keep epoll
   // ready; run() acts on what was read.
@@ -488,6 +498,7 @@ void Gateway::apply_live(const conf::Config& c) {
   const TimeoutSettings t = plan_timeouts(c.protocol);
   engine_->set_timeouts_st(t.handshake_timeout, t.backoff, t.keepalive_us, t.dead_peer_us);
   engine_->set_bulk_timeout_st(t.bulk_timeout_us);
+  engine_->set_auth_timeout_st(plan_auth_timeout_us(c.security));
   // Validation parsed the rules already (plan_faults): a reload with a bad rule never gets here.
   std::string ferr;
   if (const std::optional<dataplane::FaultTable> f = plan_faults(c.faults, &ferr)) {
@@ -528,6 +539,17 @@ void Gateway::reload() {
     notify("READY=1");
     return;
   }
+  // The secrets file is read with the config: a refused file fails the whole reload, so the running table,
+  // principals and config stay together.
+  std::string aerr;
+  std::unique_ptr<dataplane::AuthTable> auth = load_auth_table(next->config.security, auth_registry_, &aerr);
+  if (!auth) {
+    lg().error("reload: security not applied", {{"error", aerr}});
+    state_->config_reload_failed();
+    lg().error("reload failed: keeping the running configuration", {{"config", opts_.config_path}});
+    notify("READY=1");
+    return;
+  }
   const std::vector<conf::ConfigChange> changes = conf::diffConfig(loaded_.config, next->config);
   std::size_t applied = 0, ignored = 0;
   // Logged before the new level applies, so a reload that raises the level still shows what it changed.
@@ -543,6 +565,15 @@ void Gateway::reload() {
   }
   loaded_.config = conf::applyLiveChanges(loaded_.config, next->config);
   apply_live(loaded_.config);
+  // Revocation within the same turn: the cores close the connections of principals the new table dropped or
+  // narrowed; here, those whose source address allowed_clients no longer admits.
+  engine_->set_auth_table_st(std::move(auth));
+  if (!loaded_.config.security.authentication_required())
+    lg().warn(kAuthOffWarning, {{"key", "security.authentication"}});
+  if (const std::size_t revoked = engine_->revoke_not_admitted_st(); revoked != 0) {
+    lg().warn("connections revoked: source no longer in security.allowed_clients",
+              {{"connections", revoked}});
+  }
   state_->config_loaded(unix_seconds_now());
   lg().info("reloaded", {{"applied", applied}, {"ignored", ignored}});
   notify("READY=1");

@@ -30,6 +30,7 @@
 
 #include "conf/conf.hpp"
 #include "daemon/watchdog.hpp"
+#include "dataplane/auth_registry.hpp"
 #include "dataplane/fault_rules.hpp"
 
 namespace rdmagate::dataplane {
@@ -107,6 +108,9 @@ class Gateway {
   // Declaration order is teardown order reversed: the HTTP server goes first (it reads the stats blocks),
   // the engine before the services, store and region it uses, EAL last.
   std::unique_ptr<dataplane::EalRuntime> eal_;
+  // Tenant ids and usage counters by name for the process: every AuthTable (the engine keeps them until
+  // the cores moved on) points into it, so it outlives the engine.
+  dataplane::AuthRegistry auth_registry_;
   std::unique_ptr<dataplane::HugeBuffer> region_;
   std::unique_ptr<store::Store> store_;                // store.backend: rados: the cache in front of rados_
   std::unique_ptr<storage::rados::RadosStore> rados_;  // after the cores stopped, before its cache goes
