@@ -219,7 +219,9 @@ class ObjectService {
         break;
       case protocol::ObjectOp::kDelete:
         r.call = Call::kRemove;
-        if (accounting_ && c.principal != nullptr) r.usage = c.principal->tenant->usage;
+        if (accounting_ && c.principal != nullptr && c.principal->tenant != nullptr) {
+          r.usage = c.principal->tenant->usage;
+        }
         st = storage_.remove(ns, req.key, tag(i), &prior);
         break;
     }
