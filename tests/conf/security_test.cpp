@@ -176,12 +176,13 @@ security:
   principals:
     - {name: p, tenant: app, permissions: [read]}
     - {name: q, tenant: ap, permissions: [read]}
+  authentication: off
 )"),
               ElementsAre("conf/x.yaml:5:7: security.principals[1].tenant: \"ap\" is not a tenant in "
                           "security.tenants (principal \"q\")"));
   // a bad tenant list is reported once, not again through every principal naming it
   EXPECT_THAT(errorsOf("security:\n  tenants: [{name: \"a b\"}]\n  principals:\n"
-                       "    - {name: p, tenant: x, permissions: []}\n"),
+                       "    - {name: p, tenant: x, permissions: []}\n  authentication: off\n"),
               ElementsAre(HasSubstr("security.tenants[0].name")));
 }
 
@@ -200,7 +201,9 @@ security:
   // required without principals is valid (every AUTH is denied), and so is off with principals
   EXPECT_THAT(errorsOf("security:\n  authentication: required\n"), IsEmpty());
   EXPECT_THAT(
-      errorsOf("security:\n  tenants: [{name: t}]\n  principals: [{name: p, tenant: t, permissions: []}]\n"),
+      errorsOf(
+          "security:\n  authentication: off\n  tenants: [{name: t}]\n  principals: [{name: p, tenant: t, "
+          "permissions: []}]\n"),
       IsEmpty());
 }
 
@@ -223,7 +226,7 @@ security:
 }
 
 TEST(Security, OverridesSetWholeLists) {
-  auto r = load("", {"security.tenants=[{name: t, max_objects: 5}]",
+  auto r = load("", {"security.authentication=off", "security.tenants=[{name: t, max_objects: 5}]",
                      "security.principals=[{name: p, tenant: t, permissions: [read, delete]}]"});
   ASSERT_TRUE(r.ok()) << formatErrors(r.errors());
   EXPECT_EQ(r->config.security.principals.at(0).permissions, kPermissionRead | kPermissionDelete);
