@@ -2,8 +2,9 @@
 // telemetry (/readyz, /healthz, /metrics over a plain socket), its sd_notify messages (a NOTIFY_SOCKET this
 // test binds) and its structured log; loaded by an echo client (engine_peer) and, when the client library is
 // built, an object client (PUT / GET / DELETE, inline and chunked); reloaded with SIGHUP (a broken file
-// among the reloads); stopped with SIGTERM under load. Its gateway-state and process metrics are checked
-// against /readyz, the device port, the log, the reloads and the clock. With WATCHDOG_USEC set, its
+// among the reloads; a narrowed security.allowed_clients closes the established client within a second,
+// logged and counted, issue 14); stopped with SIGTERM under load. Its gateway-state and process metrics are
+// checked against /readyz, the device port, the log, the reloads and the clock. With WATCHDOG_USEC set, its
 // watchdog pings stop while ptrace holds its data-plane core's thread and resume after. The device backend
 // `auto` picks is checked in the log and on /metrics, and an explicit `dataplane.backend: mlx5dv` on a device
 // that is not an mlx5 NIC (rxe) must stop the daemon at start.
@@ -83,7 +84,9 @@ using rdmagate::testfix::proc::spawn;
 using rdmagate::testfix::proc::wait_for;
 using rdmagate::testfix::proc::write_file;
 
-HttpReply http_get(const std::string& path) { return rdmagate::testfix::proc::http_get(g_http_port, path); }
+HttpReply http_get(const std::string& path) {
+  return rdmagate::testfix::proc::http_get(g_http_port, path);
+}
 
 // ---- sd_notify ------------------------------------------------------------------------------------------
 
@@ -460,9 +463,13 @@ TEST(GatewayDaemon, StartLoadMetricsReloadAndSigtermDrain) {
                                    : after_bad.substr(bad_at, after_bad.find('\n', bad_at) - bad_at);
   EXPECT_NE(bad_at, std::string::npos) << after_bad;
 
-  // SIGHUP 2: the allow list no longer admits the fabric: a new client is rejected "not allowed", the
-  // established one carries on.
+  // SIGHUP 2: the allow list no longer admits the fabric: the established echo client is closed in the
+  // reload's turn (revoked, logged, counted), and a new client is rejected "not allowed".
+  const double revoked0 = metric(http_get("/metrics").body, "rdmagate_connections_revoked_total",
+                                 {{"reason", "allowed_clients"}});
+  EXPECT_EQ(revoked0, 0);
   write_file(yaml, config_text("debug", "[\"10.0.0.0/8\"]", 128));
+  const auto t_revoke = Clock::now();
   kill(daemon.pid, SIGHUP);
   EXPECT_TRUE(notify.wait("READY=1", 20s)) << "no READY=1 after the second reload";
   // The daemon stamps the load before READY=1: the good file makes the last reload a success again.
@@ -476,6 +483,35 @@ TEST(GatewayDaemon, StartLoadMetricsReloadAndSigtermDrain) {
       load_t0, load_t1, metric(m_bad, "rdmagate_config_last_reload_successful"),
       metric(m_bad, "rdmagate_config_last_reload_success_timestamp_seconds"), bad_line.c_str(),
       metric(m_reload2, "rdmagate_config_last_reload_successful"), load_t2);
+  // Revocation within a second of the SIGHUP: the counter (published every 100 ms) and the client, whose
+  // status reports the closed connection's requests once it saw the close.
+  EXPECT_TRUE(wait_for(
+      [&] {
+        return metric(http_get("/metrics").body, "rdmagate_connections_revoked_total",
+                      {{"reason", "allowed_clients"}}) == 1;
+      },
+      1s))
+      << "the established echo client was not revoked within 1 s; log:\n"
+      << read_file(log);
+  const double revoke_s = std::chrono::duration<double>(Clock::now() - t_revoke).count();
+  EXPECT_TRUE(wait_for(
+      [&] {
+        const auto v = num(read_status(status1), "sent");
+        return v != 0 && v != UINT64_MAX;
+      },
+      10s))
+      << "the echo client never saw its connection close";
+  const std::string after_revoke = read_file(log);
+  EXPECT_NE(after_revoke.find("revoked " + rxe_addr()), std::string::npos) << after_revoke;
+  std::printf(
+      "gateway_daemon: allowed_clients narrowed: the established client revoked and counted within %.2f s\n",
+      revoke_s);
+  // The revoked client gives up at its first not_allowed reject (final). It goes first, so that the reject
+  // counted below is the new client's.
+  kill(c1.pid, SIGTERM);
+  EXPECT_EQ(c1.wait_exit(30s), 0) << "the revoked echo client; its log:\n" << read_file(peer_log);
+  const double not_allowed0 =
+      metric(http_get("/metrics").body, "rdmagate_connection_rejects_total", {{"reason", "not_allowed"}});
   Child c2;
   ASSERT_TRUE(spawn(
       &c2,
@@ -485,16 +521,31 @@ TEST(GatewayDaemon, StartLoadMetricsReloadAndSigtermDrain) {
   EXPECT_TRUE(wait_for(
       [&] {
         return metric(http_get("/metrics").body, "rdmagate_connection_rejects_total",
-                      {{"reason", "not_allowed"}}) >= 1;
+                      {{"reason", "not_allowed"}}) >= not_allowed0 + 1;
       },
       30s))
       << "no not_allowed reject; daemon log:\n"
       << read_file(log);
   kill(c2.pid, SIGTERM);
   EXPECT_EQ(c2.wait_exit(30s), 0);
-  const std::uint64_t rx_before = num(read_status(status1), "rx");
-  EXPECT_TRUE(wait_for([&] { return num(read_status(status1), "rx") > rx_before + 500; }, 30s))
-      << "the established echo client stalled after the reloads";
+  // A new client comes in once the list admits the fabric again.
+  write_file(yaml, config_text("debug", "[\"198.18.0.0/15\", \"127.0.0.0/8\"]", 128));
+  kill(daemon.pid, SIGHUP);
+  EXPECT_TRUE(notify.wait("READY=1", 20s)) << "no READY=1 after the third reload";
+  const std::string status3 = "/tmp/gwd_c3_" + tag;
+  Child c3;
+  ASSERT_TRUE(spawn(
+      &c3,
+      {g_self, "peer", "client", "--addr", rxe_addr(), "--port", std::to_string(g_rdma_port), "--lcores",
+       "0@1,1@0", "--window", "8", "--status", status3, "--backoff-min-ms", "200", "--backoff-max-ms", "400"},
+      peer_log));
+  EXPECT_TRUE(wait_for(
+      [&] {
+        const auto v = num(read_status(status3), "rx");
+        return v != UINT64_MAX && v > 500;
+      },
+      30s))
+      << "no echo traffic after the allow list admitted the fabric again";
 
   // SIGTERM under load: STOPPING=1, drain, exit 0; the client's requests all answered (echoed or refused).
   kill(daemon.pid, SIGTERM);
@@ -522,14 +573,14 @@ TEST(GatewayDaemon, StartLoadMetricsReloadAndSigtermDrain) {
   EXPECT_NE(final_log.find("level=debug"), std::string::npos) << "the debug level never took effect";
   EXPECT_TRUE(wait_for(
       [&] {
-        const auto v = num(read_status(status1), "sent");
+        const auto v = num(read_status(status3), "sent");
         return v != 0 && v != UINT64_MAX;
       },
       20s))
       << "the echo client never saw its connection close";
-  kill(c1.pid, SIGTERM);
-  EXPECT_EQ(c1.wait_exit(30s), 0);
-  const auto cst = read_status(status1);
+  kill(c3.pid, SIGTERM);
+  EXPECT_EQ(c3.wait_exit(30s), 0);
+  const auto cst = read_status(status3);
   std::printf(
       "gateway_daemon: SIGTERM under load: exit in %.2f s; client sent %llu, answered %llu (refused %llu), "
       "lost %llu, mismatches %llu\n",
