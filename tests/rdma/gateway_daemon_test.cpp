@@ -185,7 +185,7 @@ std::string config_text(const std::string& level, const std::string& allowed, st
        "telemetry:\n  bind_address: \"127.0.0.1\"\n  port: "
     << g_http_port
     << "\n"
-       "security:\n  allowed_clients: "
+       "security:\n  authentication: \"off\"\n  allowed_clients: "
     << allowed
     << "\n"
        "logging:\n  level: "
