@@ -473,9 +473,12 @@ class ObjectClientService {
     return rc;
   }
 
+  // The connection takes requests from now on. Control publishes what is up (wait_connected, the inline
+  // sizes) when it wakes, and nothing else wakes it when authentication ends after the adoption: ring it.
   void set_open_st(Slot& s) noexcept {
     s.auth = AuthPhase::kOpen;
     if (s.spec.ready != nullptr) s.spec.ready->store(true, std::memory_order_release);
+    if (cfg_.wake_control != nullptr) cfg_.wake_control(cfg_.wake_control_arg);
   }
 
   void request_close_st(Slot& s) noexcept {

@@ -503,8 +503,10 @@ bool run_connect(const Options& o, Report* rep) {
   // The smallest buffers that carry the verifying echo: 1,000 connections of the bench then need 8 MiB of
   // its hugepages, not the 256 MiB that 4 KiB messages with a full window would take.
   const auto credits = static_cast<std::uint16_t>(16);
-  const std::uint32_t msg =
-      static_cast<std::uint32_t>((kConnectEchoBytes + protocol::kHeaderSize + 63) / 64 * 64);
+  // A gateway that requires authentication refuses sessions whose messages cannot carry an AUTH.
+  const std::uint32_t msg = static_cast<std::uint32_t>(
+      (std::max<std::size_t>(kConnectEchoBytes + protocol::kHeaderSize, protocol::kAuthMaxSize) + 63) / 64 *
+      64);
   const double us_per_tick = 1e6 / static_cast<double>(rte_get_tsc_hz());
 
   std::vector<ConnTimes> times(n);
@@ -733,7 +735,9 @@ bool run_connect(const Options& o, Report* rep) {
 // ==== put / get / mixed: the client library
 // ==================================================================
 
-constexpr std::size_t kStatusCount = static_cast<std::size_t>(client::Status::kProtocol) + 1;
+// Every client::Status has its own row (kQuotaExceeded is the last): a status folded into another would name
+// the wrong cause in the report.
+constexpr std::size_t kStatusCount = static_cast<std::size_t>(client::Status::kQuotaExceeded) + 1;
 constexpr std::size_t kSubmitRefused = kStatusCount;  // a *_async call refused the request (slot parked)
 
 // Counters of one lcore: written by that lcore only (relaxed load + store), read by the progress line.
