@@ -23,6 +23,9 @@
 #include "tests/engine/core_harness.hpp"
 #include "tests/engine/device_rigs.hpp"
 #include "tests/support/test_services.hpp"
+#if RDMAGATE_TEST_AUTH_REGISTRY
+#include "dataplane/auth_registry.hpp"
+#endif
 
 namespace rdmagate::dataplane {
 namespace {
@@ -568,6 +571,53 @@ TEST(CoreAuth, TableThatRequiresAuthenticationRevokesUnauthenticatedConnections)
   EXPECT_EQ(f.core.counters().revoked_unauthenticated, 1u);
   EXPECT_EQ(f.core.counters().revoked_principal, 0u);
 }
+
+#if RDMAGATE_TEST_AUTH_REGISTRY
+// The registry the daemon builds its tables with keeps one usage object per principal name for the process:
+// a reload with the same principal repoints the connection at the same object (its place in the count stays);
+// a reload without it revokes the connection and frees its place; the name coming back finds the same object.
+TEST(CoreAuth, ReloadsThroughTheDaemonsRegistryKeepTheConnectionCount) {
+  AuthFixture f;
+  AuthRegistry reg;
+  conf::SecurityConfig sec;
+  sec.authentication = conf::Authentication::kRequired;
+  sec.tenants = {conf::TenantConfig{"app", 0, 0}};
+  sec.principals = {conf::PrincipalConfig{"app-writer", "app", kPermRead | kPermWrite, 1}};
+  const conf::Secrets secrets(std::vector<conf::PrincipalSecret>{{"app-writer", f.writer_secret}});
+  std::string err;
+  std::unique_ptr<AuthTable> t1 = reg.build(sec, secrets, &err);
+  ASSERT_NE(t1, nullptr) << err;
+  PrincipalUsage* usage = t1->find("app-writer")->usage;
+  f.apply(std::move(t1));
+  LoopbackConn& c = f.open_awaiting(1);
+  ASSERT_EQ(f.login(c, "app-writer", f.writer_secret).auth_status, 0u);
+  EXPECT_EQ(c.cc().auth_usage, usage);
+  std::unique_ptr<AuthTable> t2 = reg.build(sec, secrets, &err);  // a SIGHUP with the same principals
+  ASSERT_NE(t2, nullptr) << err;
+  EXPECT_EQ(t2->find("app-writer")->usage, usage);
+  f.apply(std::move(t2));
+  EXPECT_EQ(c.cc().state, CoreConnState::kOwned);
+  EXPECT_EQ(c.cc().principal, f.tables[1]->find("app-writer"));
+  EXPECT_EQ(c.cc().auth_usage, usage);
+  EXPECT_EQ(usage->connections.load(), 1u);
+  // The limit (1) still counts the connection after the reload.
+  LoopbackConn& d = f.open_awaiting(2);
+  EXPECT_EQ(f.login(d, "app-writer", f.writer_secret).auth_status, kLimit);
+  // A reload without the principal revokes the connection and frees its place.
+  conf::SecurityConfig without = sec;
+  without.principals.clear();
+  std::unique_ptr<AuthTable> t3 = reg.build(without, conf::Secrets(), &err);
+  ASSERT_NE(t3, nullptr) << err;
+  f.apply(std::move(t3));
+  EXPECT_EQ(f.failures(c.handle(), FailureKind::kRevoked), 1u);
+  EXPECT_EQ(usage->connections.load(), 0u);
+  std::unique_ptr<AuthTable> t4 = reg.build(sec, secrets, &err);  // and back
+  ASSERT_NE(t4, nullptr) << err;
+  EXPECT_EQ(t4->find("app-writer")->usage, usage);
+  f.apply(std::move(t4));
+  EXPECT_EQ(f.core.res->auth_applied.load(), 4u);
+}
+#endif
 
 // ---- telemetry -------------------------------------------------------------------------------------------
 

@@ -3,7 +3,11 @@
 // Inputs whose first byte is even run the same schedule through CoreLoop<SimMlx5Backend, ...>: the real mlx5
 // hot path writing WQEs and parsing CQEs against the simulated NIC (tests/engine/sim_mlx5.hpp) in front of
 // the same device model. (The first byte is read, not consumed: odd-first inputs, the checked-in seeds among
-// them, mean what they always meant.) There the post faults, which an mlx5 QP cannot have, become the NIC's:
+// them, mean what they always meant.) Inputs whose first byte has bit 1 clear run with authentication on
+// (the checked-in seeds all have it set): every connection must send AUTH first (dataplane/core_auth.hpp),
+// peers send AUTHs right or wrong (secret, name, mechanism), and control swaps principal tables that remove
+// principals, narrow or widen their rights or move them to another tenant, freeing each table once the core
+// applied a later one. There the post faults, which an mlx5 QP cannot have, become the NIC's:
 // a dropped doorbell (taken up by the next one, or by a kick once the schedule is over) or scatter-to-CQE.
 //
 // The input is a program of one-byte actions and their arguments: peers send valid requests (echo, sink,
@@ -31,6 +35,11 @@
 //   - the CQ never overflows (it holds every completion a connection can have outstanding).
 //   - through the simulated NIC: nothing the hardware would reject (a WQE it cannot parse, a doorbell that
 //     disagrees with its record, ring space overwritten before its CQE was consumed) and no CQ ring overrun.
+//   - with authentication: no answer but AUTH_ANSWER reaches a peer before an AUTH_ANSWER ok; ok only for an
+//     AUTH with the right secret, name and mechanism, with a gateway proof that verifies; a wrong one is
+//     denied; FAILED kAuthDenied only once the answer's send is off the queue; every authenticated owned
+//     connection points into the core's current table with that entry's tenant and rights; each principal's
+//     connection count equals the connections counted in it, never above its limit, and 0 at the end.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -46,7 +55,9 @@
 #include <string_view>
 #include <vector>
 
+#include "dataplane/auth_table.hpp"
 #include "dataplane/core_loop.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/object_wire.hpp"
 #include "services/object/object_service.hpp"
 #include "services/storage/memory/store.hpp"
@@ -80,6 +91,21 @@ constexpr std::size_t kSlots = 4;
 constexpr std::size_t kPeerBulk = 2 * kSlots * kSlot;
 constexpr std::uint8_t kSentinel = 0xe7;
 constexpr std::uint32_t kValueMagic = 0x5a17e0d1;
+
+// Authentication mode: three principals (sorted names), two tenants; limits never change across tables.
+constexpr std::size_t kPrincipals = 3;
+constexpr std::array<std::string_view, kPrincipals> kPrincipalNames = {"p0", "p1", "p2"};
+constexpr std::array<std::uint8_t, kPrincipals> kPrincipalPerms = {kPermRead | kPermWrite | kPermDelete,
+                                                                   kPermRead, kPermRead | kPermWrite};
+constexpr std::array<std::size_t, kPrincipals> kPrincipalTenant = {0, 0, 1};
+constexpr std::array<std::uint32_t, kPrincipals> kPrincipalLimit = {1, 0, 2};
+constexpr std::array<std::string_view, 2> kTenantNames = {"t0", "t1"};
+
+std::vector<std::uint8_t> principal_secret(std::size_t who) {
+  std::vector<std::uint8_t> s(32);
+  for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<std::uint8_t>(who * 53 + i * 11 + 3);
+  return s;
+}
 
 // ---- self-describing values: magic, seed, length, then a pattern of the seed ----------------------------
 
@@ -255,8 +281,17 @@ struct Pending {
   std::uint32_t capacity = 0;
 };
 
+// An AUTH a peer sent, and whether it should verify (right secret, known name, mechanism 1).
+struct AuthSent {
+  std::size_t who = kPrincipals;  // kPrincipals: a name no table has
+  bool valid = false;
+  protocol::auth::Nonce nc{};
+};
+
 struct Conn {
   std::unique_ptr<LoopbackConn> lc;
+  std::map<std::uint64_t, AuthSent> auths;  // by cookie
+  bool authenticated = false;               // the peer received AUTH_ANSWER ok
   ConnHandle handle{};
   bool adopt_sent = false;
   bool close_sent = false;
@@ -272,7 +307,8 @@ class World {
  public:
   using Loop = CoreLoop<typename Rig::Backend, CountingService>;
 
-  explicit World(FuzzedDataProvider& in) : in_(in), dev_(rig_.model()), region_(new std::byte[kStoreRegion]) {
+  World(FuzzedDataProvider& in, bool auth)
+      : in_(in), auth_(auth), dev_(rig_.model()), region_(new std::byte[kStoreRegion]) {
     store::StoreConfig scfg;
     scfg.max_value = 8192;
     scfg.max_objects = 16;
@@ -298,6 +334,7 @@ class World {
     res_ = CoreResources::create(0, cfg, rig_.device(), &err);
     RDMAGATE_FUZZ_CHECK(res_ != nullptr);
     loop_ = std::make_unique<Loop>(*res_, *svc_);
+    if (auth_) apply_table(build_table(0x7, 0, 0, 0));  // before any ADOPT, as control does
     for (std::size_t i = 0; i < kConns; ++i) open(i);
   }
 
@@ -329,6 +366,11 @@ class World {
     opt.peer_tx = 16;
     opt.peer_bulk_bytes = kPeerBulk;
     opt.incarnation = ++opened_;
+    if (auth_) {
+      opt.auth_required = true;
+      opt.gateway_nonce[0] = 1;  // nonzero, as control's RAND_bytes nonce is
+      opt.gateway_nonce[1] = in_.ConsumeIntegral<std::uint8_t>();
+    }
     std::string err;
     c = Conn{};
     c.lc = LoopbackConn::open(rig_.device(), dev_, *res_, opt, &err);
@@ -369,9 +411,12 @@ class World {
     RDMAGATE_FUZZ_CHECK(!svc_->in_flight(&c->lc->cc()));
     c->closed = true;
   }
-  void on_failed_st(ConnHandle h, FailureKind, std::uint32_t) {
+  void on_failed_st(ConnHandle h, FailureKind k, std::uint32_t status) {
     Conn* c = by_handle(h);
     RDMAGATE_FUZZ_CHECK(c != nullptr && !c->closed);
+    // A denial fails the connection only once its answer left the send queue (or the answer could not be
+    // sent at all: status 0). The core sends nothing on a failed connection, so this still holds here.
+    if (k == FailureKind::kAuthDenied && status != 0) RDMAGATE_FUZZ_CHECK(c->lc->cc().sq_inflight() == 0);
     ++c->failed;
     failed_pending_ = true;
   }
@@ -415,6 +460,123 @@ class World {
       }
       if (c.lc) audit(c);
     }
+    if (auth_) check_auth();
+  }
+
+  // ---- authentication mode ----
+
+  // A table with the principals of `present` (bit per principal); `narrow` drops all but read, `widen` adds
+  // delete, `moved` puts the principal in the other tenant.
+  std::unique_ptr<AuthTable> build_table(std::uint8_t present, std::uint8_t narrow, std::uint8_t widen,
+                                         std::uint8_t moved) {
+    auto t = std::make_unique<AuthTable>();
+    t->required = true;
+    t->generation = ++table_generation_;
+    t->tenants.resize(kTenantNames.size());
+    for (std::size_t k = 0; k < kTenantNames.size(); ++k) {
+      t->tenants[k].name = std::string(kTenantNames[k]);
+      t->tenants[k].id = static_cast<std::uint16_t>(k + 1);
+      t->tenants[k].usage = &tenant_usage_[k];
+    }
+    for (std::size_t who = 0; who < kPrincipals; ++who) {
+      if ((present >> who & 1) == 0) continue;
+      PrincipalEntry e;
+      e.name = std::string(kPrincipalNames[who]);
+      e.secret = principal_secret(who);
+      e.perms = kPrincipalPerms[who];
+      if ((narrow >> who & 1) != 0) e.perms = kPermRead;
+      if ((widen >> who & 1) != 0) e.perms |= kPermDelete;
+      e.max_connections = kPrincipalLimit[who];
+      e.tenant = &t->tenants[kPrincipalTenant[who] ^ (moved >> who & 1)];
+      e.usage = &principal_usage_[who];
+      t->principals.push_back(std::move(e));
+    }
+    return t;
+  }
+
+  // CONFIG kAuthTable; control keeps every table until the core applied a later one (freed in check_auth,
+  // so a core that still read an old one is a use after free under ASan).
+  void apply_table(std::unique_ptr<AuthTable> t) {
+    const AuthTable* p = t.get();
+    if (t) tables_.push_back(std::move(t));
+    res_->control_mailbox().send_st(
+        ToCore::config(ConfigKey::kAuthTable, reinterpret_cast<std::uintptr_t>(p)));
+  }
+
+  void send_auth(std::size_t i) {
+    Conn& c = conns_[i];
+    FakePeer* p = peer_of(i);
+    if (p == nullptr) return;
+    AuthSent a;
+    a.who = in_.ConsumeIntegralInRange<std::size_t>(0, kPrincipals);
+    const int how = in_.ConsumeIntegralInRange<int>(0, 3);  // 0, 1: right; 2: wrong secret; 3: mechanism
+    const std::uint8_t mechanism = how == 3 ? in_.ConsumeIntegral<std::uint8_t>() : 1;
+    const std::string_view name = a.who < kPrincipals ? kPrincipalNames[a.who] : std::string_view("nobody");
+    const std::vector<std::uint8_t> secret = principal_secret(how == 2 ? a.who + kPrincipals : a.who);
+    a.valid = a.who < kPrincipals && how != 2 && mechanism == 1;
+    a.nc[0] = in_.ConsumeIntegral<std::uint8_t>();
+    const protocol::Session& s = p->session();
+    const protocol::auth::Transcript tr{s.local_incarnation, s.peer_incarnation, s.gateway_nonce, a.nc, name};
+    protocol::auth::Proof pc{};
+    RDMAGATE_FUZZ_CHECK(protocol::auth::compute_proof(protocol::auth::Role::kClient, secret, tr, &pc));
+    const std::uint64_t cookie = ++c.next_cookie;
+    if (p->send(protocol::make_auth_message(cookie, mechanism, name, a.nc, pc))) c.auths.emplace(cookie, a);
+  }
+
+  void swap_table() {
+    if (in_.ConsumeProbability<float>() < 0.1f) {
+      apply_table(nullptr);
+      return;
+    }
+    const auto bits = [this] { return static_cast<std::uint8_t>(in_.ConsumeIntegral<std::uint8_t>() & 0x7); };
+    const std::uint8_t present = bits(), narrow = bits(), widen = bits(), moved = bits();
+    apply_table(build_table(present, narrow, widen, moved));
+  }
+
+  // An AUTH_ANSWER: right only for a valid AUTH, with a gateway proof that verifies.
+  void take_auth_answer(Conn& c, const FakePeer::Received& r) {
+    const auto it = c.auths.find(r.cookie);
+    RDMAGATE_FUZZ_CHECK(it != c.auths.end() || raw_used_);
+    if (it == c.auths.end()) return;
+    const AuthSent a = it->second;
+    c.auths.erase(it);
+    if (!a.valid)
+      RDMAGATE_FUZZ_CHECK(r.auth_status == static_cast<std::uint32_t>(protocol::auth::AuthStatus::kDenied));
+    if (r.auth_status != 0) return;
+    RDMAGATE_FUZZ_CHECK(a.valid);
+    const protocol::Session& s = c.lc->peer().session();
+    const protocol::auth::Transcript tr{s.local_incarnation, s.peer_incarnation, s.gateway_nonce, a.nc,
+                                        kPrincipalNames[a.who]};
+    protocol::auth::Proof pg{};
+    RDMAGATE_FUZZ_CHECK(
+        protocol::auth::compute_proof(protocol::auth::Role::kGateway, principal_secret(a.who), tr, &pg));
+    RDMAGATE_FUZZ_CHECK(protocol::auth::proofs_equal(pg, r.auth_proof));
+    c.authenticated = true;
+  }
+
+  // After every turn: connections point into the current table, the counts add up, old tables go.
+  void check_auth() {
+    const AuthTable* cur = res_->auth_table;
+    std::array<std::uint32_t, kPrincipals> counted{};
+    for (Conn& c : conns_) {
+      if (!c.lc) continue;
+      const CoreConn& cc = c.lc->cc();
+      RDMAGATE_FUZZ_CHECK((cc.principal == nullptr) == (cc.auth_usage == nullptr));
+      for (std::size_t who = 0; who < kPrincipals; ++who)
+        counted[who] += cc.auth_usage == &principal_usage_[who];
+      if (cc.principal == nullptr) continue;
+      RDMAGATE_FUZZ_CHECK(cc.state == CoreConnState::kOwned && cc.auth == AuthState::kOpen);
+      RDMAGATE_FUZZ_CHECK(cur != nullptr && cur->find(cc.principal->name) == cc.principal);
+      RDMAGATE_FUZZ_CHECK(cc.perms == cc.principal->perms && cc.tenant_id == cc.principal->tenant->id);
+    }
+    for (std::size_t who = 0; who < kPrincipals; ++who) {
+      const std::uint32_t n = principal_usage_[who].connections.load();
+      RDMAGATE_FUZZ_CHECK(n == counted[who]);
+      RDMAGATE_FUZZ_CHECK(kPrincipalLimit[who] == 0 || n <= kPrincipalLimit[who]);
+    }
+    const std::uint64_t applied = res_->auth_applied.load(std::memory_order_acquire);
+    std::erase_if(tables_,
+                  [applied](const std::unique_ptr<AuthTable>& t) { return t->generation < applied; });
   }
 
   // ---- the peer's requests and what comes back ----
@@ -457,6 +619,11 @@ class World {
     Conn& c = conns_[i];
     FakePeer* p = peer_of(i);
     if (p == nullptr) return;
+    // With authentication a client's first message is its AUTH (mostly: a request before it must fail).
+    if (auth_ && c.auths.empty() && !c.authenticated && in_.ConsumeProbability<float>() < 0.9f) {
+      send_auth(i);
+      return;
+    }
     const std::uint8_t kind = in_.ConsumeIntegralInRange<std::uint8_t>(0, 6);
     const std::string_view key = kKeys[in_.ConsumeIntegralInRange<std::size_t>(0, kKeys.size() - 1)];
     const std::uint64_t cookie = ++c.next_cookie;
@@ -595,6 +762,15 @@ class World {
     while (!p.inbox.empty()) {
       const FakePeer::Received r = std::move(p.inbox.front());
       p.inbox.pop_front();
+      if (auth_) {
+        if (r.type == MessageType::kAuthAnswer) {
+          take_auth_answer(c, r);
+          continue;
+        }
+        // Nothing is served before AUTH_ANSWER ok (a tainted peer may have dropped that answer on its
+        // credits).
+        RDMAGATE_FUZZ_CHECK(c.authenticated || p.tainted());
+      }
       const auto it = c.pending.find(r.cookie);
       if (it == c.pending.end()) {
         RDMAGATE_FUZZ_CHECK(raw_used_);  // only a raw request can be answered without being asked
@@ -722,7 +898,18 @@ class World {
           open(i);  // reconnect in the freed slot
         }
         break;
-      case 14: {  // another core writes the store
+      case 14: {  // another core writes the store (with authentication, also: AUTH, table swaps)
+        if (auth_) {
+          const int what = in_.ConsumeIntegralInRange<int>(0, 3);
+          if (what == 0 || what == 1) {
+            send_auth(i);
+            break;
+          }
+          if (what == 2) {
+            swap_table();
+            break;
+          }
+        }
         const std::string_view key = kKeys[in_.ConsumeIntegralInRange<std::size_t>(0, kKeys.size() - 1)];
         if (in_.ConsumeBool()) {
           std::vector<std::uint8_t> v(in_.ConsumeIntegralInRange<std::size_t>(0, kSlot));
@@ -808,16 +995,22 @@ class World {
     RDMAGATE_FUZZ_CHECK(cq.stats().overflows == 0);
     RDMAGATE_FUZZ_CHECK(rig_.nic_clean());
     // Every pin and reservation is back: with every key deleted the store is empty to the byte.
-    for (const std::string_view k : kKeys) store_->remove(0, k);
+    for (const std::string_view k : kKeys) {
+      // With authentication the keys live in the tenants' namespaces (ids 1, 2), else in namespace 0.
+      for (std::uint16_t ns = 0; ns <= (auth_ ? kTenantNames.size() : 0); ++ns)
+        store_->remove(0, ns, k, nullptr);
+    }
     const store::StoreStats st = store_->stats();
     RDMAGATE_FUZZ_CHECK(st.objects == 0 && st.value_bytes == 0 && st.used_bytes == 0);
     RDMAGATE_FUZZ_CHECK(store::StoreTestPeer::allocator_free_bytes(*store_) ==
                         store::StoreTestPeer::arena_bytes(*store_));
     RDMAGATE_FUZZ_CHECK(store::StoreTestPeer::free_descriptors(*store_) ==
                         store::StoreTestPeer::descriptor_count(*store_));
+    for (const PrincipalUsage& u : principal_usage_) RDMAGATE_FUZZ_CHECK(u.connections.load() == 0);
   }
 
   FuzzedDataProvider& in_;
+  const bool auth_;
   Rig rig_;
   FakeDevice& dev_;
   std::unique_ptr<std::byte[]> region_;
@@ -832,18 +1025,24 @@ class World {
   std::uint32_t seed_ = 0;
   bool failed_pending_ = false;
   bool raw_used_ = false;
+  // Authentication mode: the usage objects outlive every table (as the registry's), the tables control keeps.
+  std::array<TenantUsage, kTenantNames.size()> tenant_usage_{};
+  std::array<PrincipalUsage, kPrincipals> principal_usage_{};
+  std::vector<std::unique_ptr<AuthTable>> tables_;
+  std::uint64_t table_generation_ = 0;
 };
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const bool sim = size != 0 && (data[0] & 1) == 0;
+  const bool auth = size != 0 && (data[0] & 2) == 0;
   FuzzedDataProvider in(data, size);
   if (sim) {
-    World<SimMlx5Rig> w(in);
+    World<SimMlx5Rig> w(in, auth);
     w.run();
   } else {
-    World<FakeRig> w(in);
+    World<FakeRig> w(in, auth);
     w.run();
   }
   return 0;
