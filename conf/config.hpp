@@ -258,7 +258,7 @@ struct SecurityConfig {
   std::uint32_t connect_rate = 100;           // connection requests per second (token bucket refill)
   std::uint32_t connect_burst = 200;          // token bucket size
   // Authentication, tenants and principals (docs/protocol.md §11, conf/README.md "Authentication").
-  Authentication authentication = Authentication::kOff;
+  Authentication authentication = Authentication::kRequired;  // off only when a config says so
   std::uint32_t auth_timeout_ms = 5000;  // ADOPT to AUTH; a connection that has not authenticated is closed
   std::string secrets_file;              // YAML of principal secrets; mode 0600 or narrower
   std::vector<TenantConfig> tenants;

@@ -1047,7 +1047,15 @@ TEST(Shipped, DefaultConfigSetsEveryKeyToItsDefault) {
   opts.host = testing::host16();
   auto r = loadConfigFile(std::string(RDMAGATE_CONF_DIR) + "/rdmagate.yaml", opts);
   ASSERT_TRUE(r.ok()) << formatErrors(r.errors());
-  EXPECT_EQ(r->config, loadedDefaults()) << dumpConfig(r->config);
+  // Every key at its default, but for the one example principal of the secure default (authentication
+  // required, which is also the default): its tenant and the secrets file the operator creates.
+  Config want = loadedDefaults();
+  want.security.secrets_file = "/etc/rdmagate/secrets.yaml";
+  want.security.tenants = {TenantConfig{"app", 0, 0}};
+  want.security.principals = {
+      PrincipalConfig{"app-writer", "app", kPermissionRead | kPermissionWrite | kPermissionDelete, 0}};
+  EXPECT_TRUE(r->config.security.authentication_required());
+  EXPECT_EQ(r->config, want) << dumpConfig(r->config);
   for (const KeyInfo& k : schema()) {
     EXPECT_EQ(r->origins.of(k.key).kind, OriginKind::kFile) << k.key << " is missing from rdmagate.yaml";
   }

@@ -62,10 +62,10 @@ TEST(Security, TenantsAndPrincipalsAsWritten) {
   EXPECT_EQ(s.principals[2], (PrincipalConfig{"prober", "ops@site-1.b_2", 0, 0}));
 }
 
-TEST(Security, DefaultsAreAuthenticationOffAndNobody) {
+TEST(Security, DefaultsAreAuthenticationRequiredAndNobody) {
   const SecurityConfig s;
-  EXPECT_EQ(s.authentication, Authentication::kOff);
-  EXPECT_FALSE(s.authentication_required());
+  EXPECT_EQ(s.authentication, Authentication::kRequired);
+  EXPECT_TRUE(s.authentication_required());
   EXPECT_EQ(s.auth_timeout_ms, 5000u);
   EXPECT_TRUE(s.secrets_file.empty());
   EXPECT_TRUE(s.tenants.empty());
