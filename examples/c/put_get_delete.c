@@ -1,5 +1,7 @@
 /* PUT, GET (verified) and DELETE of 10 B .. 2 MiB values, sleeping on the client's event fd while each
- * request is in flight. Usage: put_get_delete_c GATEWAY_ADDR [PORT] */
+ * request is in flight. Usage: put_get_delete_c GATEWAY_ADDR [PORT]
+ * A gateway that requires authentication (the shipped config does): set RDMAGATE_PRINCIPAL and
+ * RDMAGATE_SECRETS_FILE (the gateway's secrets file format, mode 0600). */
 #include <poll.h>
 #include <rdmagate/client.h>
 #include <stdio.h>
@@ -30,6 +32,10 @@ int main(int argc, char** argv) {
   rdmagate_config* cfg = rdmagate_config_new();
   if (argc < 2) return fprintf(stderr, "usage: %s GATEWAY_ADDR [PORT]\n", argv[0]), 2;
   CHECK(rdmagate_config_add_gateway(cfg, argv[1], argc > 2 ? (uint16_t)atoi(argv[2]) : 0));
+  const char* principal = getenv("RDMAGATE_PRINCIPAL");
+  const char* secrets = getenv("RDMAGATE_SECRETS_FILE");
+  if (principal) CHECK(rdmagate_config_set(cfg, "principal", principal));
+  if (secrets) CHECK(rdmagate_config_set(cfg, "secrets_file", secrets));
   if (rdmagate_client_create(cfg, &c, err, sizeof err) != RDMAGATE_OK) return fprintf(stderr, "%s\n", err), 1;
   rdmagate_config_free(cfg);
   unsigned char* val = rdmagate_buffer_alloc(c, 2 << 20), *got = rdmagate_buffer_alloc(c, 2 << 20);

@@ -1,5 +1,7 @@
 // PUT, GET (verified) and DELETE of 10 B .. 2 MiB values with the C++ API's synchronous calls (they drive
 // progress themselves in the default caller-thread mode). Usage: put_get_delete_cpp GATEWAY_ADDR [PORT]
+// A gateway that requires authentication (the shipped config does): set RDMAGATE_PRINCIPAL and
+// RDMAGATE_SECRETS_FILE (the gateway's secrets file format, mode 0600).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +17,10 @@ int main(int argc, char** argv) {
   }
   rg::ClientConfig config;
   config.gateways.push_back({argv[1], static_cast<std::uint16_t>(argc > 2 ? std::atoi(argv[2]) : 7471)});
+  if (const char* principal = std::getenv("RDMAGATE_PRINCIPAL")) {
+    config.principal = principal;
+    if (const char* file = std::getenv("RDMAGATE_SECRETS_FILE")) config.secrets_file = file;
+  }
   std::string error;
   auto client = rg::Client::create(config, &error);
   if (!client) {
