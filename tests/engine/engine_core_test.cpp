@@ -83,6 +83,13 @@ struct FakeApi {
     sent.push_back(Sent{t, op, cookie, std::vector<std::uint8_t>(p.begin(), p.end())});
     return true;
   }
+  // A built message (the bench's AUTH); recorded like send_st's.
+  bool send_built_st(CoreConn&, const protocol::Message& m) {
+    if (fail_sends) return false;
+    sent.push_back(
+        Sent{m.type, m.opcode, m.cookie, std::vector<std::uint8_t>(m.payload.begin(), m.payload.end())});
+    return true;
+  }
   std::uint32_t tx_available_st(const CoreConn&) const { return tx_free; }
   std::uint64_t now_tsc_st() const { return now; }
   std::uint64_t tsc_hz() const { return 1'000'000'000; }
