@@ -278,18 +278,24 @@ class ClientImpl {
   void sleep_st(int timeout_ms);
   void progress_thread_main();
 
-  struct RegEntry {
-    std::uintptr_t end = 0;
-    ibv_mr* mr = nullptr;
-    bool writable = false;
+  // Registrations of caller memory on the client's protection domain.
+  struct VerbsRegistrar {
+    using Handle = ibv_mr*;
+    ibv_pd* pd = nullptr;
+    ibv_mr* reg(std::uintptr_t start, std::size_t len, bool full) const {
+      return ibv_reg_mr(pd, reinterpret_cast<void*>(start), len,
+                        full ? (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE)
+                             : IBV_ACCESS_REMOTE_READ);
+    }
+    void dereg(ibv_mr* mr) const { ibv_dereg_mr(mr); }
+    static std::uint32_t lkey(ibv_mr* mr) { return mr->lkey; }
+    static std::uint32_t rkey(ibv_mr* mr) { return mr->rkey; }
   };
 
   void control_main();
   void publish_st();
   // The pool's keys if [p, p + len) lies in the pool (lock-free: the pool MR lives as long as the client).
   bool pool_keys(std::uintptr_t a, std::size_t len, std::uint32_t* lkey, std::uint32_t* rkey) const noexcept;
-  // The shared cache's entry covering [a, a + len) (writable if asked), or nullptr. Under reg_mu_.
-  const RegEntry* find_locked(std::uintptr_t a, std::size_t len, bool writable, std::uintptr_t* start) const;
   // On a caller thread: the keys of a registration covering [p, p + len) (writable: GET destinations): the
   // pool's, a cached one, or a new one. kOk or kRegistration.
   Status keys_for(const void* p, std::size_t len, bool writable, std::uint32_t* lkey, std::uint32_t* rkey);
@@ -359,15 +365,10 @@ class ClientImpl {
   std::map<std::size_t, std::size_t> pool_free_;            // offset -> bytes
   std::unordered_map<std::size_t, std::size_t> pool_used_;  // offset -> bytes
 
-  // Registration cache: page-range keyed. Caller threads look up and insert here (registering outside the
-  // lock); a core only copies an entry out (once per buffer per core) into its CoreRegCache.
-  std::mutex reg_mu_;
-  std::multimap<std::uintptr_t, RegEntry> reg_;
-  std::uintptr_t reg_max_len_ = 0;
+  // Registrations of caller memory (client/registration_cache.hpp): made once the engine's PD exists, emptied
+  // before the engine goes.
+  std::optional<RegistrationCache<VerbsRegistrar>> reg_;
   std::uintptr_t page_ = 4096;
-  // Bumped (under reg_mu_) before release_buffer deregisters anything: a core's cache filled under an older
-  // value empties itself before its next lookup.
-  std::atomic<std::uint64_t> reg_gen_{0};
 
   std::atomic<std::uint64_t> submitted_{0}, busy_{0}, registrations_{0}, cache_hits_{0};
   std::atomic<unsigned> next_core_{0};
@@ -471,6 +472,7 @@ bool ClientImpl::start(std::string* error) {
   ec.handshake_timeout = c.connect_timeout;
   engine_ = control::Engine::create(ec, error);
   if (!engine_) return false;
+  reg_.emplace(VerbsRegistrar{engine_->pd()}, page_);
 
   if (c.pool_bytes != 0) {
     pool_ = dataplane::HugeBuffer::allocate(c.pool_bytes, -1, 4096, error, memory);
@@ -732,11 +734,7 @@ ClientImpl::~ClientImpl() {
   // The cores have stopped: whatever a core still held (a connection that did not close in time, a
   // submission that raced the shutdown) fails here, on this thread.
   for (auto& s : services_) s->fail_all_after_stop(Status::kShutdown);
-  {
-    std::lock_guard<std::mutex> lock(reg_mu_);
-    for (auto& [start, e] : reg_) ibv_dereg_mr(e.mr);
-    reg_.clear();
-  }
+  reg_.reset();
   if (pool_mr_ != nullptr) ibv_dereg_mr(pool_mr_);
   pool_mr_ = nullptr;
   engine_.reset();  // QPs, CQs, PD
@@ -819,26 +817,7 @@ void ClientImpl::free_buffer(std::span<std::byte> buffer) {
 }
 
 void ClientImpl::release_buffer(const void* data) {
-  const auto a = reinterpret_cast<std::uintptr_t>(data);
-  std::vector<ibv_mr*> dead;
-  {
-    std::lock_guard<std::mutex> lock(reg_mu_);
-    for (auto it = reg_.begin(); it != reg_.end();) {
-      if (it->first <= a && a < it->second.end) {
-        // The generation moves before any MR goes: from here on a core's lookup empties its cache first, and
-        // a core copying from reg_ no longer finds the entry. A core still using the old keys can only be one
-        // racing this call with a request on the buffer, which the API forbids (release only what no request
-        // in flight uses).
-        if (dead.empty()) reg_gen_.fetch_add(1, std::memory_order_release);
-        dead.push_back(it->second.mr);
-        it = reg_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  // Outside reg_mu_ (a syscall; a core may be waiting for the lock), after the generation moved.
-  for (ibv_mr* mr : dead) ibv_dereg_mr(mr);
+  if (reg_) reg_->release(reinterpret_cast<std::uintptr_t>(data));
 }
 
 bool ClientImpl::pool_keys(std::uintptr_t a, std::size_t len, std::uint32_t* lkey,
@@ -850,93 +829,32 @@ bool ClientImpl::pool_keys(std::uintptr_t a, std::size_t len, std::uint32_t* lke
   return true;
 }
 
-const ClientImpl::RegEntry* ClientImpl::find_locked(std::uintptr_t a, std::size_t len, bool writable,
-                                                    std::uintptr_t* start) const {
-  // Entries start at or below a; a covering one starts no further back than the longest entry.
-  for (auto it = reg_.upper_bound(a); it != reg_.begin();) {
-    --it;
-    if (a - it->first > reg_max_len_) break;
-    if (it->second.end >= a + len && (it->second.writable || !writable)) {
-      *start = it->first;
-      return &it->second;
-    }
-  }
-  return nullptr;
-}
-
 Status ClientImpl::keys_for(const void* p, std::size_t len, bool writable, std::uint32_t* lkey,
                             std::uint32_t* rkey) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   if (pool_keys(a, len, lkey, rkey)) return Status::kOk;
-  if (a + len < a) return Status::kRegistration;
-  {
-    std::lock_guard<std::mutex> lock(reg_mu_);
-    std::uintptr_t found_start = 0;
-    if (const RegEntry* e = find_locked(a, len, writable, &found_start)) {
+  if (a + len < a || !reg_) return Status::kRegistration;
+  switch (reg_->keys_for(a, len, writable, lkey, rkey)) {
+    case RegistrationCache<VerbsRegistrar>::Found::kCached:
       cache_hits_.fetch_add(1, std::memory_order_relaxed);
-      *lkey = e->mr->lkey;
-      *rkey = e->mr->rkey;
       return Status::kOk;
-    }
+    case RegistrationCache<VerbsRegistrar>::Found::kRegistered:
+      registrations_.fetch_add(1, std::memory_order_relaxed);
+      return Status::kOk;
+    case RegistrationCache<VerbsRegistrar>::Found::kFailed:
+      break;
   }
-  // Registered outside reg_mu_: ibv_reg_mr pins pages (milliseconds for a large buffer), and a core copying
-  // an entry into its cache waits for reg_mu_. Two threads registering the same range at once both insert;
-  // either entry is valid, and release_buffer drops both.
-  const std::uintptr_t start = a / page_ * page_;
-  const std::uintptr_t end = (a + len + page_ - 1) / page_ * page_;
-  ibv_mr* mr = ibv_reg_mr(engine_->pd(), reinterpret_cast<void*>(start), end - start,
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
-  bool w = true;
-  if (mr == nullptr && !writable) {
-    // A PUT from read-only memory (e.g. a string literal): the gateway only needs to READ it.
-    mr = ibv_reg_mr(engine_->pd(), reinterpret_cast<void*>(start), end - start, IBV_ACCESS_REMOTE_READ);
-    w = false;
-  }
-  if (mr == nullptr) return Status::kRegistration;
-  registrations_.fetch_add(1, std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(reg_mu_);
-    reg_.emplace(start, RegEntry{end, mr, w});
-    reg_max_len_ = std::max(reg_max_len_, end - start);
-  }
-  *lkey = mr->lkey;
-  *rkey = mr->rkey;
-  return Status::kOk;
+  return Status::kRegistration;
 }
 
 Status ClientImpl::core_keys_for(ObjectClientService& svc, const void* p, std::size_t len, bool writable,
                                  std::uint32_t* lkey, std::uint32_t* rkey) noexcept {
-  using Outcome = CoreRegCache::Outcome;
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   if (pool_keys(a, len, lkey, rkey)) return Status::kOk;
-  if (a + len < a) return Status::kRegistration;
-  CoreRegCache& cache = svc.reg_cache_st();
-  cache.sync(reg_gen_.load(std::memory_order_acquire));
-  if (const CoreRegCache::Entry* e = cache.find(a, len, writable)) {
-    svc.count_reg_st(Outcome::kHit);
-    *lkey = e->lkey;
-    *rkey = e->rkey;
-    return Status::kOk;
-  }
-  // First use of this buffer on this core: copy the entry a caller thread made. The only lock a core takes
-  // for keys: rare (once per buffer per core, again only after an eviction or a release_buffer) and short
-  // (no verbs call is ever made under reg_mu_, only map lookups, inserts and erases). Not a try_lock that
-  // fails with kBusy: a callback has no way to retry later, and the first round of a callback-driven load
-  // (rdmagate-bench) meets caller threads registering. The core never registers: a miss is kRegistration.
-  std::lock_guard<std::mutex> lock(reg_mu_);
-  std::uintptr_t start = 0;
-  const RegEntry* e = find_locked(a, len, writable, &start);
-  if (e == nullptr) {
-    svc.count_reg_st(Outcome::kUnregistered);
-    return Status::kRegistration;
-  }
-  // The generation cannot move while we hold reg_mu_: the copy is filed under the one it belongs to.
-  cache.sync(reg_gen_.load(std::memory_order_relaxed));
-  cache.insert(a, CoreRegCache::Entry{start, e->end, e->mr->lkey, e->mr->rkey, e->writable});
-  svc.count_reg_st(Outcome::kFill);
-  *lkey = e->mr->lkey;
-  *rkey = e->mr->rkey;
-  return Status::kOk;
+  if (a + len < a || !reg_) return Status::kRegistration;
+  const CoreRegCache::Outcome o = reg_->core_keys_for(svc.reg_cache_st(), a, len, writable, lkey, rkey);
+  svc.count_reg_st(o);
+  return o == CoreRegCache::Outcome::kUnregistered ? Status::kRegistration : Status::kOk;
 }
 
 Status ClientImpl::submit(protocol::ObjectOp op, std::string_view key, void* buf, std::size_t size,

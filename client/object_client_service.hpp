@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "client/client.hpp"
+#include "client/registration_cache.hpp"
 #include "dataplane/core_conn.hpp"
 #include "protocol/auth.hpp"
 #include "protocol/message.hpp"
@@ -85,69 +86,6 @@ struct ServiceCounters : dataplane::ObjectRequesterCounters {
 inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
   c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
-
-// A core's copy of the registrations that callbacks on it used for chunked requests (docs/client.md "Key
-// scope"), so such a submit finds its keys with no lock and no syscall. Plain arrays sized at compile time,
-// touched by its core only. Set-associative by the buffer's first page: a lookup reads one set of kWays
-// entries, and a core cycling through more buffers than a direct list could hold (rdmagate-bench with a deep
-// queue) still hits. Stale entries are never handed out: the client bumps a generation before release_buffer
-// deregisters anything, and the cache empties itself when the generation it was filled under differs.
-class CoreRegCache {
- public:
-  static constexpr std::uint32_t kWays = 4;
-  static constexpr std::uint32_t kSetBits = 5;
-  static constexpr std::uint32_t kSets = 1u << kSetBits;  // 128 entries, 4 KiB per core
-  struct Entry {
-    std::uintptr_t start = 0;
-    std::uintptr_t end = 0;  // 0: empty
-    std::uint32_t lkey = 0;
-    std::uint32_t rkey = 0;
-    bool writable = false;  // registered with REMOTE_WRITE (a GET may use it)
-  };
-
-  enum class Outcome : std::uint8_t {
-    kHit,           // this core's cache had it
-    kFill,          // copied from the shared cache (the rare lock)
-    kUnregistered,  // nobody registered it from a caller thread: kRegistration, never ibv_reg_mr here
-  };
-
-  // Empties the cache unless its entries were copied under `generation`.
-  void sync(std::uint64_t generation) noexcept {
-    if (generation == generation_) return;
-    sets_.fill(Set{});
-    generation_ = generation;
-  }
-
-  // An entry covering [a, a + len) (the caller checked that a + len does not wrap), writable if asked.
-  const Entry* find(std::uintptr_t a, std::size_t len, bool writable) const noexcept {
-    const Set& s = sets_[set_of(a)];
-    for (const Entry& e : s.ways) {
-      if (e.end != 0 && e.start <= a && a + len <= e.end && (e.writable || !writable)) return &e;
-    }
-    return nullptr;
-  }
-
-  // Files `e` under the page of `a` (the address it was looked up for), evicting round robin within the set.
-  void insert(std::uintptr_t a, const Entry& e) noexcept {
-    Set& s = sets_[set_of(a)];
-    s.ways[s.next] = e;
-    s.next = (s.next + 1) % kWays;
-  }
-
- private:
-  struct Set {
-    std::array<Entry, kWays> ways{};
-    std::uint32_t next = 0;
-  };
-  static std::uint32_t set_of(std::uintptr_t a) noexcept {
-    // Fibonacci hashing of the 4 KiB page number: consecutive buffers land in different sets.
-    return static_cast<std::uint32_t>((static_cast<std::uint64_t>(a >> 12) * 0x9e3779b97f4a7c15ull) >>
-                                      (64 - kSetBits));
-  }
-
-  std::array<Set, kSets> sets_{};
-  std::uint64_t generation_ = 0;
-};
 
 // A connection of this core as the client set it up: control fills it before the cores are launched.
 struct ServiceConnSpec {

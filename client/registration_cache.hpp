@@ -1,0 +1,219 @@
+#pragma once
+// The client's registrations of caller memory (docs/client-internals.md "Key scope"): the shared cache that
+// caller threads fill and a core copies from, and each core's lock-free copy. Verbs-free: the registration
+// itself is the Registrar's (ibv_reg_mr in the client, a fake in the host test that runs the cache under
+// ThreadSanitizer, tests/client/registration_cache_test.cpp).
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace rdmagate::client {
+
+// A core's copy of the registrations that callbacks on it used for chunked requests (docs/client.md "Key
+// scope"), so such a submit finds its keys with no lock and no syscall. Plain arrays sized at compile time,
+// touched by its core only. Set-associative by the buffer's first page: a lookup reads one set of kWays
+// entries, and a core cycling through more buffers than a direct list could hold (rdmagate-bench with a deep
+// queue) still hits. Stale entries are never handed out: the client bumps a generation before release_buffer
+// deregisters anything, and the cache empties itself when the generation it was filled under differs.
+class CoreRegCache {
+ public:
+  static constexpr std::uint32_t kWays = 4;
+  static constexpr std::uint32_t kSetBits = 5;
+  static constexpr std::uint32_t kSets = 1u << kSetBits;  // 128 entries, 4 KiB per core
+  struct Entry {
+    std::uintptr_t start = 0;
+    std::uintptr_t end = 0;  // 0: empty
+    std::uint32_t lkey = 0;
+    std::uint32_t rkey = 0;
+    bool writable = false;  // registered with REMOTE_WRITE (a GET may use it)
+  };
+
+  enum class Outcome : std::uint8_t {
+    kHit,           // this core's cache had it
+    kFill,          // copied from the shared cache (the rare lock)
+    kUnregistered,  // nobody registered it from a caller thread: kRegistration, never ibv_reg_mr here
+  };
+
+  // Empties the cache unless its entries were copied under `generation`.
+  void sync(std::uint64_t generation) noexcept {
+    if (generation == generation_) return;
+    sets_.fill(Set{});
+    generation_ = generation;
+  }
+
+  // An entry covering [a, a + len) (the caller checked that a + len does not wrap), writable if asked.
+  const Entry* find(std::uintptr_t a, std::size_t len, bool writable) const noexcept {
+    const Set& s = sets_[set_of(a)];
+    for (const Entry& e : s.ways) {
+      if (e.end != 0 && e.start <= a && a + len <= e.end && (e.writable || !writable)) return &e;
+    }
+    return nullptr;
+  }
+
+  // Files `e` under the page of `a` (the address it was looked up for), evicting round robin within the set.
+  void insert(std::uintptr_t a, const Entry& e) noexcept {
+    Set& s = sets_[set_of(a)];
+    s.ways[s.next] = e;
+    s.next = (s.next + 1) % kWays;
+  }
+
+ private:
+  struct Set {
+    std::array<Entry, kWays> ways{};
+    std::uint32_t next = 0;
+  };
+  static std::uint32_t set_of(std::uintptr_t a) noexcept {
+    // Fibonacci hashing of the 4 KiB page number: consecutive buffers land in different sets.
+    return static_cast<std::uint32_t>((static_cast<std::uint64_t>(a >> 12) * 0x9e3779b97f4a7c15ull) >>
+                                      (64 - kSetBits));
+  }
+
+  std::array<Set, kSets> sets_{};
+  std::uint64_t generation_ = 0;
+};
+
+// The shared cache: registrations keyed by their first page. Caller threads look up and insert, registering
+// outside the lock (ibv_reg_mr pins pages: milliseconds for a large buffer, and a core copying an entry waits
+// for the lock); a core only copies an entry out, once per buffer per core, into its CoreRegCache and never
+// registers. release() moves the generation before anything is deregistered, so a core's copy made under the
+// old generation is emptied before its next lookup.
+//
+// Registrar: `using Handle` (pointer-like, null on failure); `Handle reg(std::uintptr_t start, std::size_t
+// len, bool full)` (full: local write and remote read and write; else remote read only); `void
+// dereg(Handle)`; `std::uint32_t lkey(Handle)`, `rkey(Handle)`.
+template <typename Registrar>
+class RegistrationCache {
+ public:
+  using Handle = typename Registrar::Handle;
+
+  RegistrationCache(Registrar registrar, std::uintptr_t page)
+      : registrar_(std::move(registrar)), page_(page) {}
+  RegistrationCache(const RegistrationCache&) = delete;
+  RegistrationCache& operator=(const RegistrationCache&) = delete;
+  ~RegistrationCache() { clear(); }
+
+  enum class Found : std::uint8_t { kCached, kRegistered, kFailed };
+
+  // On a caller thread: keys covering [a, a + len) (the caller checked that it does not wrap), writable if
+  // asked (GET destinations), from the cache or a new registration of the covering pages. Two threads
+  // registering the same range at once both insert; either entry is valid, and release() drops both.
+  Found keys_for(std::uintptr_t a, std::size_t len, bool writable, std::uint32_t* lkey, std::uint32_t* rkey) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::uintptr_t found_start = 0;
+      if (const Entry* e = find_locked(a, len, writable, &found_start)) {
+        *lkey = Registrar::lkey(e->handle);
+        *rkey = Registrar::rkey(e->handle);
+        return Found::kCached;
+      }
+    }
+    const std::uintptr_t start = a / page_ * page_;
+    const std::uintptr_t end = (a + len + page_ - 1) / page_ * page_;
+    Handle h = registrar_.reg(start, end - start, true);
+    bool full = true;
+    if (!h && !writable) {
+      // A PUT from read-only memory (e.g. a string literal): the gateway only needs to READ it.
+      h = registrar_.reg(start, end - start, false);
+      full = false;
+    }
+    if (!h) return Found::kFailed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reg_.emplace(start, Entry{end, h, full});
+      max_len_ = std::max(max_len_, end - start);
+    }
+    *lkey = Registrar::lkey(h);
+    *rkey = Registrar::rkey(h);
+    return Found::kRegistered;
+  }
+
+  // On a core: the same keys without a syscall, and without a lock except once per buffer per core (a
+  // kFill). The lock is not a try_lock that fails with kBusy: a callback has no way to retry later, and the
+  // first round of a callback-driven load meets caller threads registering. Never registers: a buffer no
+  // caller thread registered is kUnregistered.
+  CoreRegCache::Outcome core_keys_for(CoreRegCache& cache, std::uintptr_t a, std::size_t len, bool writable,
+                                      std::uint32_t* lkey, std::uint32_t* rkey) noexcept {
+    cache.sync(gen_.load(std::memory_order_acquire));
+    if (const CoreRegCache::Entry* e = cache.find(a, len, writable)) {
+      *lkey = e->lkey;
+      *rkey = e->rkey;
+      return CoreRegCache::Outcome::kHit;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    std::uintptr_t start = 0;
+    const Entry* e = find_locked(a, len, writable, &start);
+    if (e == nullptr) return CoreRegCache::Outcome::kUnregistered;
+    // The generation cannot move while we hold the lock: the copy is filed under the one it belongs to.
+    cache.sync(gen_.load(std::memory_order_relaxed));
+    *lkey = Registrar::lkey(e->handle);
+    *rkey = Registrar::rkey(e->handle);
+    cache.insert(a, CoreRegCache::Entry{start, e->end, *lkey, *rkey, e->full});
+    return CoreRegCache::Outcome::kFill;
+  }
+
+  // Drops every registration whose range holds `a`. The generation moves before any goes: from then on a
+  // core's lookup empties its copy first, and a core copying from the cache no longer finds the entry. A core
+  // still using the old keys can only be one racing this call with a request on the buffer, which the API
+  // forbids (release only what no request in flight uses). Deregistered outside the lock (a syscall; a core
+  // may be waiting for it).
+  void release(std::uintptr_t a) {
+    std::vector<Handle> dead;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = reg_.begin(); it != reg_.end();) {
+        if (it->first <= a && a < it->second.end) {
+          if (dead.empty()) gen_.fetch_add(1, std::memory_order_release);
+          dead.push_back(it->second.handle);
+          it = reg_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (Handle h : dead) registrar_.dereg(h);
+  }
+
+  // Deregisters everything (the client's end, once no core runs).
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [start, e] : reg_) registrar_.dereg(e.handle);
+    reg_.clear();
+  }
+
+ private:
+  struct Entry {
+    std::uintptr_t end = 0;
+    Handle handle{};
+    bool full = false;  // registered with remote write too (a GET may use it)
+  };
+
+  // The entry covering [a, a + len) (writable if asked), or nullptr. Under mu_.
+  const Entry* find_locked(std::uintptr_t a, std::size_t len, bool writable, std::uintptr_t* start) const {
+    // Entries start at or below a; a covering one starts no further back than the longest entry.
+    for (auto it = reg_.upper_bound(a); it != reg_.begin();) {
+      --it;
+      if (a - it->first > max_len_) break;
+      if (it->second.end >= a + len && (it->second.full || !writable)) {
+        *start = it->first;
+        return &it->second;
+      }
+    }
+    return nullptr;
+  }
+
+  Registrar registrar_;
+  const std::uintptr_t page_;
+  std::mutex mu_;
+  std::multimap<std::uintptr_t, Entry> reg_;
+  std::uintptr_t max_len_ = 0;
+  std::atomic<std::uint64_t> gen_{0};
+};
+
+}  // namespace rdmagate::client
