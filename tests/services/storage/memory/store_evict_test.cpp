@@ -543,8 +543,12 @@ void run_cache_mix(bool with_drops) {
               with_drops ? " with drops" : "", static_cast<unsigned long long>(put_count(st, Status::kOk)),
               static_cast<unsigned long long>(no_space.load()), static_cast<unsigned long long>(hits.load()),
               static_cast<unsigned long long>(st.evictions), static_cast<unsigned long long>(st.drops));
-  // Pins are few and small against the capacity: two sweeps always find room.
-  EXPECT_EQ(no_space.load(), 0u);
+  // Pins are few and small against the capacity: two sweeps always find room, so no PUT fails for want of
+  // capacity. What may fail, rarely, is a commit whose key's probe window (28 slots, placed by the keyed hash,
+  // so which keys share one differs per process) the other writer refilled after each of its 4 evictions
+  // there: counted as window_full, a bounded and documented refusal (docs/store.md), never a lost value.
+  EXPECT_LE(no_space.load(), st.window_full);
+  EXPECT_LE(no_space.load() * 10000, put_count(st, Status::kOk) + 10000) << "window refusals are rare";
   const uint64_t left = st.objects;
   EXPECT_EQ(s->drop_all(), left);
   expect_empty(*s);
