@@ -23,7 +23,8 @@ Status RadosCoreStorage::submit(OpKind kind, const Namespace& ns, std::string_vi
   s.key_len = static_cast<std::uint8_t>(key.size());
   std::memcpy(s.key, key.data(), key.size());
   s.ns_len = static_cast<std::uint8_t>(ns.name.size());
-  std::memcpy(s.ns, ns.name.data(), ns.name.size());
+  // The unauthenticated namespace's name is empty, and may have no data pointer: memcpy must not see it.
+  if (!ns.name.empty()) std::memcpy(s.ns, ns.name.data(), ns.name.size());
   // The service keeps at most max_requests ops pending here, the ring's capacity: a full ring is a bug in
   // that accounting, and answering unavailable keeps every lease accounted for.
   if (!sq_.push(s)) return count(kind, Status::kUnavailable);
