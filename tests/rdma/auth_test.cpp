@@ -718,8 +718,11 @@ TEST_F(Auth, SighupRevokesPrincipalAndSource) {
                by_source0 + 1;
       },
       1s));
+  // The reload's own line says how many sessions it revoked, always; the line per session shares the engine's
+  // connection-log budget (10 lines a second) with the accepts and closes above, so it may be suppressed.
   const std::string log = read_file(log_);
-  EXPECT_NE(log.find(std::string("revoked ") + kSecondAddr), std::string::npos) << log;
+  EXPECT_NE(log.find("connections revoked: source no longer in security.allowed_clients"), std::string::npos)
+      << log;
   {
     Peer p;
     const Connected c = p.connect(kSecondAddr);
