@@ -787,6 +787,8 @@ class Attention {
 // prefill: PUT every key once; run: the mode's load; cleanup: DELETE every key, so that the next size (or the
 // next run) starts from an empty key space instead of filling the store with the old size's values.
 enum class Phase : int { kPrefill = 0, kRun = 1, kCleanup = 2 };
+// Tries of one key's cleanup DELETE before the bench gives up on it (each failure is still an error).
+constexpr std::uint32_t kCleanupTries = 8;
 using protocol::ObjectOp;
 
 struct KvRun;
@@ -798,6 +800,7 @@ struct Slot {
   std::uint64_t key = 0;
   std::uint64_t t0 = 0;
   std::uint32_t gen = 0;
+  std::uint32_t cleanup_tries = 0;  // failed cleanup DELETEs of the current key, reissued (kCleanupTries)
   ObjectOp op = ObjectOp::kPut;
   std::atomic<bool> parked{false};
   bool retry = false;  // the last submit was refused: the next issue repeats the same op on the same key
@@ -860,6 +863,7 @@ bool issue_st(Slot& s) noexcept {
     if (k >= run.keys) return false;
     s.key = k;
     s.op = run.phase == Phase::kPrefill ? ObjectOp::kPut : ObjectOp::kDelete;
+    s.cleanup_tries = 0;
   } else {
     if (run.budgeted.load(std::memory_order_relaxed) &&
         run.budget.fetch_sub(1, std::memory_order_relaxed) <= 0) {
@@ -920,6 +924,10 @@ void on_done(void* arg, const client::Result& r) {
       add(l.errors);
       const auto i = static_cast<std::size_t>(r.status);
       add(l.by_status[i < kStatusCount ? i : kStatusCount - 1]);
+      // A cleanup DELETE that failed (its request or answer lost, its connection gone) is reissued a few
+      // times: a key this size leaves behind would be read by the next size's GETs as a value of the wrong
+      // size, a mismatch the gateway never made.
+      if (run.phase == Phase::kCleanup && s.cleanup_tries++ < kCleanupTries) s.retry = true;
     }
   } else if (r.status == client::Status::kOk) {
     bool good = true;
