@@ -282,10 +282,10 @@ class ClientImpl {
   struct VerbsRegistrar {
     using Handle = ibv_mr*;
     ibv_pd* pd = nullptr;
-    ibv_mr* reg(std::uintptr_t start, std::size_t len, bool full) const {
-      return ibv_reg_mr(pd, reinterpret_cast<void*>(start), len,
-                        full ? (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE)
-                             : IBV_ACCESS_REMOTE_READ);
+    ibv_mr* reg(std::uintptr_t start, std::size_t len, bool writable) const {
+      return ibv_reg_mr(
+          pd, reinterpret_cast<void*>(start), len,
+          writable ? (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) : IBV_ACCESS_REMOTE_READ);
     }
     void dereg(ibv_mr* mr) const { ibv_dereg_mr(mr); }
     static std::uint32_t lkey(ibv_mr* mr) { return mr->lkey; }
@@ -294,8 +294,10 @@ class ClientImpl {
 
   void control_main();
   void publish_st();
-  // The pool's keys if [p, p + len) lies in the pool (lock-free: the pool MR lives as long as the client).
-  bool pool_keys(std::uintptr_t a, std::size_t len, std::uint32_t* lkey, std::uint32_t* rkey) const noexcept;
+  // The pool's keys for the access asked for if [p, p + len) lies in the pool (lock-free: the pool MRs live
+  // as long as the client).
+  bool pool_keys(std::uintptr_t a, std::size_t len, bool writable, std::uint32_t* lkey,
+                 std::uint32_t* rkey) const noexcept;
   // On a caller thread: the keys of a registration covering [p, p + len) (writable: GET destinations): the
   // pool's, a cached one, or a new one. kOk or kRegistration.
   Status keys_for(const void* p, std::size_t len, bool writable, std::uint32_t* lkey, std::uint32_t* rkey);
@@ -358,9 +360,11 @@ class ClientImpl {
   std::atomic<std::uint32_t> keepalive_ms_{0};
   std::atomic<std::uint64_t> reconnects_{0};
 
-  // Buffer pool: one hugepage region, one MR; first-fit ranges under a mutex (caller threads only).
+  // Buffer pool: one hugepage region, registered twice (a PUT's key grants remote read only, a GET's remote
+  // write only); first-fit ranges under a mutex (caller threads only).
   dataplane::HugeBuffer pool_;
-  ibv_mr* pool_mr_ = nullptr;
+  ibv_mr* pool_read_mr_ = nullptr;
+  ibv_mr* pool_write_mr_ = nullptr;
   std::mutex pool_mu_;
   std::map<std::size_t, std::size_t> pool_free_;            // offset -> bytes
   std::unordered_map<std::size_t, std::size_t> pool_used_;  // offset -> bytes
@@ -440,6 +444,7 @@ bool ClientImpl::start(std::string* error) {
   ec.name = "client";
   ec.device = c.device;
   ec.passive = false;
+  ec.expose_core_region = false;
   if (owner_driven_) {
     ec.driver = control::CoreDriver::kOwner;
     // The core sleeps on its CQ's completion channel: the verbs backend's CQs can be armed (mlx5 direct
@@ -477,9 +482,15 @@ bool ClientImpl::start(std::string* error) {
   if (c.pool_bytes != 0) {
     pool_ = dataplane::HugeBuffer::allocate(c.pool_bytes, -1, 4096, error, memory);
     if (!pool_) return *error = "client: buffer pool: " + *error, false;
-    pool_mr_ = ibv_reg_mr(engine_->pd(), pool_.data(), pool_.size(),
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
-    if (pool_mr_ == nullptr) return *error = std::string("client: ibv_reg_mr(pool): ") + std::strerror(errno), false;
+    pool_read_mr_ = ibv_reg_mr(engine_->pd(), pool_.data(), pool_.size(), IBV_ACCESS_REMOTE_READ);
+    if (pool_read_mr_ == nullptr) {
+      return *error = std::string("client: ibv_reg_mr(pool, remote read): ") + std::strerror(errno), false;
+    }
+    pool_write_mr_ = ibv_reg_mr(engine_->pd(), pool_.data(), pool_.size(),
+                                IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (pool_write_mr_ == nullptr) {
+      return *error = std::string("client: ibv_reg_mr(pool, remote write): ") + std::strerror(errno), false;
+    }
     pool_free_[0] = pool_.size();
   }
 
@@ -735,8 +746,10 @@ ClientImpl::~ClientImpl() {
   // submission that raced the shutdown) fails here, on this thread.
   for (auto& s : services_) s->fail_all_after_stop(Status::kShutdown);
   reg_.reset();
-  if (pool_mr_ != nullptr) ibv_dereg_mr(pool_mr_);
-  pool_mr_ = nullptr;
+  for (ibv_mr** mr : {&pool_read_mr_, &pool_write_mr_}) {
+    if (*mr != nullptr) ibv_dereg_mr(*mr);
+    *mr = nullptr;
+  }
   engine_.reset();  // QPs, CQs, PD
   services_.clear();
   if (timerfd_ >= 0) close(timerfd_);
@@ -820,19 +833,20 @@ void ClientImpl::release_buffer(const void* data) {
   if (reg_) reg_->release(reinterpret_cast<std::uintptr_t>(data));
 }
 
-bool ClientImpl::pool_keys(std::uintptr_t a, std::size_t len, std::uint32_t* lkey,
+bool ClientImpl::pool_keys(std::uintptr_t a, std::size_t len, bool writable, std::uint32_t* lkey,
                            std::uint32_t* rkey) const noexcept {
   const auto base = reinterpret_cast<std::uintptr_t>(pool_.data());
   if (!pool_ || a < base || len > pool_.size() || a - base > pool_.size() - len) return false;
-  *lkey = pool_mr_->lkey;
-  *rkey = pool_mr_->rkey;
+  const ibv_mr* mr = writable ? pool_write_mr_ : pool_read_mr_;
+  *lkey = mr->lkey;
+  *rkey = mr->rkey;
   return true;
 }
 
 Status ClientImpl::keys_for(const void* p, std::size_t len, bool writable, std::uint32_t* lkey,
                             std::uint32_t* rkey) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
-  if (pool_keys(a, len, lkey, rkey)) return Status::kOk;
+  if (pool_keys(a, len, writable, lkey, rkey)) return Status::kOk;
   if (a + len < a || !reg_) return Status::kRegistration;
   switch (reg_->keys_for(a, len, writable, lkey, rkey)) {
     case RegistrationCache<VerbsRegistrar>::Found::kCached:
@@ -850,7 +864,7 @@ Status ClientImpl::keys_for(const void* p, std::size_t len, bool writable, std::
 Status ClientImpl::core_keys_for(ObjectClientService& svc, const void* p, std::size_t len, bool writable,
                                  std::uint32_t* lkey, std::uint32_t* rkey) noexcept {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
-  if (pool_keys(a, len, lkey, rkey)) return Status::kOk;
+  if (pool_keys(a, len, writable, lkey, rkey)) return Status::kOk;
   if (a + len < a || !reg_) return Status::kRegistration;
   const CoreRegCache::Outcome o = reg_->core_keys_for(svc.reg_cache_st(), a, len, writable, lkey, rkey);
   svc.count_reg_st(o);

@@ -32,7 +32,7 @@ class CoreRegCache {
     std::uintptr_t end = 0;  // 0: empty
     std::uint32_t lkey = 0;
     std::uint32_t rkey = 0;
-    bool writable = false;  // registered with REMOTE_WRITE (a GET may use it)
+    bool writable = false;  // LOCAL_WRITE|REMOTE_WRITE (a GET's); else REMOTE_READ only (a PUT's)
   };
 
   enum class Outcome : std::uint8_t {
@@ -48,11 +48,12 @@ class CoreRegCache {
     generation_ = generation;
   }
 
-  // An entry covering [a, a + len) (the caller checked that a + len does not wrap), writable if asked.
+  // An entry covering [a, a + len) (the caller checked that a + len does not wrap) with exactly the access
+  // asked for.
   const Entry* find(std::uintptr_t a, std::size_t len, bool writable) const noexcept {
     const Set& s = sets_[set_of(a)];
     for (const Entry& e : s.ways) {
-      if (e.end != 0 && e.start <= a && a + len <= e.end && (e.writable || !writable)) return &e;
+      if (e.end != 0 && e.start <= a && a + len <= e.end && e.writable == writable) return &e;
     }
     return nullptr;
   }
@@ -85,9 +86,15 @@ class CoreRegCache {
 // registers. release() moves the generation before anything is deregistered, so a core's copy made under the
 // old generation is emptied before its next lookup.
 //
+// Each registration grants the gateway one access, the one its request needs (docs/client-internals.md "Key
+// scope"): a GET's destination remote write (and the local write that requires), a PUT's source remote read
+// only. A miss registers the pages both ways at once (the write one only where the memory allows it), so a
+// callback may use a buffer for either kind after a caller thread used it for one; each request still hands
+// the gateway only the key of its own kind.
+//
 // Registrar: `using Handle` (pointer-like, null on failure); `Handle reg(std::uintptr_t start, std::size_t
-// len, bool full)` (full: local write and remote read and write; else remote read only); `void
-// dereg(Handle)`; `std::uint32_t lkey(Handle)`, `rkey(Handle)`.
+// len, bool writable)` (writable: local and remote write; else remote read only); `void dereg(Handle)`;
+// `std::uint32_t lkey(Handle)`, `rkey(Handle)`.
 template <typename Registrar>
 class RegistrationCache {
  public:
@@ -101,9 +108,10 @@ class RegistrationCache {
 
   enum class Found : std::uint8_t { kCached, kRegistered, kFailed };
 
-  // On a caller thread: keys covering [a, a + len) (the caller checked that it does not wrap), writable if
-  // asked (GET destinations), from the cache or a new registration of the covering pages. Two threads
-  // registering the same range at once both insert; either entry is valid, and release() drops both.
+  // On a caller thread: keys covering [a, a + len) (the caller checked that it does not wrap) with the access
+  // asked for (writable: GET destinations), from the cache or new registrations of the covering pages, one
+  // per access. Two threads registering the same range at once both insert; either entry is valid, and
+  // release() drops both. Read-only memory (a PUT of a string literal) registers for reading only.
   Found keys_for(std::uintptr_t a, std::size_t len, bool writable, std::uint32_t* lkey, std::uint32_t* rkey) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -116,17 +124,13 @@ class RegistrationCache {
     }
     const std::uintptr_t start = a / page_ * page_;
     const std::uintptr_t end = (a + len + page_ - 1) / page_ * page_;
-    Handle h = registrar_.reg(start, end - start, true);
-    bool full = true;
-    if (!h && !writable) {
-      // A PUT from read-only memory (e.g. a string literal): the gateway only needs to READ it.
-      h = registrar_.reg(start, end - start, false);
-      full = false;
-    }
+    Handle h = registrar_.reg(start, end - start, writable);
     if (!h) return Found::kFailed;
+    Handle other = registrar_.reg(start, end - start, !writable);  // null: read-only memory, read only
     {
       std::lock_guard<std::mutex> lock(mu_);
-      reg_.emplace(start, Entry{end, h, full});
+      reg_.emplace(start, Entry{end, h, writable});
+      if (other) reg_.emplace(start, Entry{end, other, !writable});
       max_len_ = std::max(max_len_, end - start);
     }
     *lkey = Registrar::lkey(h);
@@ -154,7 +158,7 @@ class RegistrationCache {
     cache.sync(gen_.load(std::memory_order_relaxed));
     *lkey = Registrar::lkey(e->handle);
     *rkey = Registrar::rkey(e->handle);
-    cache.insert(a, CoreRegCache::Entry{start, e->end, *lkey, *rkey, e->full});
+    cache.insert(a, CoreRegCache::Entry{start, e->end, *lkey, *rkey, e->writable});
     return CoreRegCache::Outcome::kFill;
   }
 
@@ -191,16 +195,16 @@ class RegistrationCache {
   struct Entry {
     std::uintptr_t end = 0;
     Handle handle{};
-    bool full = false;  // registered with remote write too (a GET may use it)
+    bool writable = false;  // see CoreRegCache::Entry::writable
   };
 
-  // The entry covering [a, a + len) (writable if asked), or nullptr. Under mu_.
+  // The entry covering [a, a + len) with exactly the access asked for, or nullptr. Under mu_.
   const Entry* find_locked(std::uintptr_t a, std::size_t len, bool writable, std::uintptr_t* start) const {
     // Entries start at or below a; a covering one starts no further back than the longest entry.
     for (auto it = reg_.upper_bound(a); it != reg_.begin();) {
       --it;
       if (a - it->first > max_len_) break;
-      if (it->second.end >= a + len && (it->second.full || !writable)) {
+      if (it->second.end >= a + len && it->second.writable == writable) {
         *start = it->first;
         return &it->second;
       }

@@ -62,6 +62,11 @@ struct EngineConfig {
   std::string device;           // empty: the only device
   std::string backend = "auto";  // dataplane.backend: "auto" or a backend's name (backend_factory.hpp)
   bool passive = true;          // passive: our memory is registered IBV_ACCESS_LOCAL_WRITE only
+  // Active side: whether chunk requests may name the cores' own regions (CoreConn::rkey), which are then
+  // registered for remote read and write. The client library and the bench say no: their bulk memory is the
+  // caller's, registered per access (docs/client-internals.md "Key scope"), and a gateway must not reach
+  // anything else. Test peers that move bulk through the core region say yes.
+  bool expose_core_region = true;
   std::vector<dataplane::CoreConfig> cores;
   CoreDriver driver = CoreDriver::kEalLcores;
   protocol::LocalEndpoint local{};   // incarnation 0: process_incarnation()

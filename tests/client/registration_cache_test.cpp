@@ -1,6 +1,6 @@
-// The client's registration cache (client/registration_cache.hpp) with a fake registrar: hits, the read-only
-// fallback, release moving the generation before anything is deregistered, and caller threads, cores and a
-// releasing thread at once (run under ThreadSanitizer by the tsan preset).
+// The client's registration cache (client/registration_cache.hpp) with a fake registrar: hits, one access per
+// registration, release moving the generation before anything is deregistered, and caller threads, cores and
+// a releasing thread at once (run under ThreadSanitizer by the tsan preset).
 #include "client/registration_cache.hpp"
 
 #include <gtest/gtest.h>
@@ -25,8 +25,9 @@ struct FakeRegistry {
   std::set<std::uint32_t> live;
   std::uint32_t next = 1;
   std::uint32_t registered = 0, deregistered = 0, refused = 0, bad_dereg = 0;
-  std::uintptr_t readonly_from = ~std::uintptr_t{0};  // ranges at or above it refuse full access
+  std::uintptr_t readonly_from = ~std::uintptr_t{0};  // ranges at or above it refuse write access
   std::vector<std::pair<std::uintptr_t, std::size_t>> ranges;
+  std::set<std::uint32_t> writable;  // ids registered for remote write (the rest: remote read only)
 };
 
 struct FakeRegistrar {
@@ -35,15 +36,16 @@ struct FakeRegistrar {
   };
   using Handle = Mr*;
   FakeRegistry* r;
-  Mr* reg(std::uintptr_t start, std::size_t len, bool full) const {
+  Mr* reg(std::uintptr_t start, std::size_t len, bool writable) const {
     std::lock_guard<std::mutex> lock(r->mu);
-    if (full && start >= r->readonly_from) {
+    if (writable && start >= r->readonly_from) {
       ++r->refused;
       return nullptr;
     }
     auto* mr = new Mr{r->next++};
     r->live.insert(mr->id);
     r->ranges.emplace_back(start, len);
+    if (writable) r->writable.insert(mr->id);
     ++r->registered;
     return mr;
   }
@@ -67,15 +69,51 @@ TEST(RegistrationCache, RegistersThePagesOnceAndHitsAfterwards) {
   Cache cache(FakeRegistrar{&reg}, kPage);
   std::uint32_t lk = 0, rk = 0;
   EXPECT_EQ(cache.keys_for(10 * kPage + 100, 2 * kPage, true, &lk, &rk), Cache::Found::kRegistered);
-  ASSERT_EQ(reg.ranges.size(), 1u);
-  EXPECT_EQ(reg.ranges[0].first, 10 * kPage);        // rounded down to the page
-  EXPECT_EQ(reg.ranges[0].second, 3 * kPage);        // and up: [10p + 100, 12p + 100) covers 3 pages
+  ASSERT_EQ(reg.ranges.size(), 2u);  // the pages once per access
+  for (const auto& [start, len] : reg.ranges) {
+    EXPECT_EQ(start, 10 * kPage);  // rounded down to the page
+    EXPECT_EQ(len, 3 * kPage);     // and up: [10p + 100, 12p + 100) covers 3 pages
+  }
   std::uint32_t lk2 = 0, rk2 = 0;
-  EXPECT_EQ(cache.keys_for(11 * kPage, kPage, false, &lk2, &rk2), Cache::Found::kCached);  // inside
+  EXPECT_EQ(cache.keys_for(11 * kPage, kPage, true, &lk2, &rk2), Cache::Found::kCached);  // inside
   EXPECT_EQ(lk2, lk);
   EXPECT_EQ(rk2, rk);
   EXPECT_EQ(cache.keys_for(12 * kPage, kPage + 1, true, &lk2, &rk2), Cache::Found::kRegistered);  // past it
+  EXPECT_EQ(reg.registered, 4u);
+}
+
+// A GET's key grants remote write only and a PUT's remote read only. A miss registers the pages both ways, so
+// the other kind then finds its own key (a callback may reuse the buffer either way), and neither key is
+// handed out for the other kind of request, by a caller thread or a core.
+TEST(RegistrationCache, AKeyGrantsOnlyTheAccessOfItsRequestKind) {
+  FakeRegistry reg;
+  Cache cache(FakeRegistrar{&reg}, kPage);
+  std::uint32_t get_lk = 0, get_rk = 0, put_lk = 0, put_rk = 0, lk = 0, rk = 0;
+  ASSERT_EQ(cache.keys_for(30 * kPage, 2 * kPage, true, &get_lk, &get_rk), Cache::Found::kRegistered);
+  EXPECT_EQ(reg.writable.count(get_lk), 1u);
+  EXPECT_EQ(reg.registered, 2u) << "one registration per access";
+  // The same bytes for a PUT: not the GET's registration but the read-only one made beside it.
+  ASSERT_EQ(cache.keys_for(30 * kPage, 2 * kPage, false, &put_lk, &put_rk), Cache::Found::kCached);
+  EXPECT_NE(put_rk, get_rk);
+  EXPECT_EQ(reg.writable.count(put_lk), 0u);
   EXPECT_EQ(reg.registered, 2u);
+  // Each lookup afterwards finds its own kind.
+  EXPECT_EQ(cache.keys_for(30 * kPage + 8, 64, false, &lk, &rk), Cache::Found::kCached);
+  EXPECT_EQ(rk, put_rk);
+  EXPECT_EQ(cache.keys_for(30 * kPage + 8, 64, true, &lk, &rk), Cache::Found::kCached);
+  EXPECT_EQ(rk, get_rk);
+  CoreRegCache core;
+  EXPECT_EQ(cache.core_keys_for(core, 30 * kPage, 64, false, &lk, &rk), CoreRegCache::Outcome::kFill);
+  EXPECT_EQ(rk, put_rk);
+  EXPECT_EQ(cache.core_keys_for(core, 30 * kPage, 64, true, &lk, &rk), CoreRegCache::Outcome::kFill);
+  EXPECT_EQ(rk, get_rk);
+  EXPECT_EQ(cache.core_keys_for(core, 30 * kPage, 64, false, &lk, &rk), CoreRegCache::Outcome::kHit);
+  EXPECT_EQ(rk, put_rk);
+  EXPECT_EQ(cache.core_keys_for(core, 30 * kPage, 64, true, &lk, &rk), CoreRegCache::Outcome::kHit);
+  EXPECT_EQ(rk, get_rk);
+  cache.release(30 * kPage);
+  EXPECT_EQ(reg.deregistered, 2u) << "release drops both";
+  EXPECT_EQ(reg.bad_dereg, 0u);
 }
 
 TEST(RegistrationCache, ReadOnlyMemoryServesPutsButNeverAGet) {
@@ -84,7 +122,10 @@ TEST(RegistrationCache, ReadOnlyMemoryServesPutsButNeverAGet) {
   Cache cache(FakeRegistrar{&reg}, kPage);
   std::uint32_t lk = 0, rk = 0;
   EXPECT_EQ(cache.keys_for(100 * kPage, 64, true, &lk, &rk), Cache::Found::kFailed);  // a GET: needs write
+  EXPECT_EQ(reg.registered, 0u);
   EXPECT_EQ(cache.keys_for(100 * kPage, 64, false, &lk, &rk), Cache::Found::kRegistered);  // a PUT: read only
+  EXPECT_EQ(reg.registered, 1u) << "the write registration beside it is refused and skipped";
+  EXPECT_EQ(reg.refused, 2u);
   EXPECT_EQ(cache.keys_for(100 * kPage, 64, false, &lk, &rk), Cache::Found::kCached);
   // The read-only entry is not handed to a GET, on a caller thread or on a core.
   EXPECT_EQ(cache.keys_for(100 * kPage, 64, true, &lk, &rk), Cache::Found::kFailed);
@@ -106,7 +147,7 @@ TEST(RegistrationCache, ACoreCopiesOnceNeverRegistersAndForgetsOnRelease) {
   EXPECT_EQ(crk, rk);
   EXPECT_EQ(cache.core_keys_for(core, 5 * kPage, 100, true, &clk, &crk), CoreRegCache::Outcome::kHit);
   cache.release(5 * kPage + 50);
-  EXPECT_EQ(reg.deregistered, 1u);
+  EXPECT_EQ(reg.deregistered, 2u);  // both accesses
   EXPECT_TRUE(reg.live.empty());
   // The core's copy was made under the old generation: emptied before its next lookup, never handed out.
   EXPECT_EQ(cache.core_keys_for(core, 5 * kPage, 100, true, &clk, &crk), CoreRegCache::Outcome::kUnregistered);
@@ -124,8 +165,8 @@ TEST(RegistrationCache, ReleaseDropsEveryEntryHoldingTheAddressAndNothingElse) {
   ASSERT_EQ(cache.keys_for(8 * kPage, 4 * kPage, true, &lk, &rk), Cache::Found::kRegistered);  // longer
   ASSERT_EQ(cache.keys_for(20 * kPage, kPage, true, &lk, &rk), Cache::Found::kRegistered);
   cache.release(8 * kPage);
-  EXPECT_EQ(reg.deregistered, 2u);
-  EXPECT_EQ(reg.live.size(), 1u);
+  EXPECT_EQ(reg.deregistered, 4u);  // two ranges, each registered for both accesses
+  EXPECT_EQ(reg.live.size(), 2u);
   EXPECT_EQ(cache.keys_for(20 * kPage, kPage, true, &lk, &rk), Cache::Found::kCached);
   cache.clear();
   EXPECT_TRUE(reg.live.empty());

@@ -220,6 +220,7 @@ control::EngineConfig bench_engine_config(const Options& o, std::uint32_t per_co
   ec.name = "bench";
   ec.device = o.device;
   ec.passive = false;
+  ec.expose_core_region = false;  // its echo and sink sends are inline: no peer reads or writes it
   for (const unsigned lcore : o.lcores) {
     dataplane::CoreConfig c;
     c.lcore = lcore;
