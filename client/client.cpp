@@ -326,7 +326,7 @@ class ClientImpl {
   std::uint32_t per_gateway_ = 1;
   std::vector<std::uint64_t> conn_ids_;
   std::vector<std::uint32_t> conn_gateway_, conn_core_;
-  std::unique_ptr<std::atomic<bool>[]> close_request_;
+  std::unique_ptr<std::atomic<std::uint8_t>[]> close_request_;  // a dataplane::CloseReason, 0: none
   std::unique_ptr<std::atomic<bool>[]> ready_;  // per connection: takes requests (authenticated if asked)
   // Per gateway: the Status of its latest authentication failure (0: none); written by the cores.
   std::unique_ptr<std::atomic<std::uint32_t>[]> auth_failures_;
@@ -511,7 +511,7 @@ bool ClientImpl::start(std::string* error) {
 
   // Connections first (the control loop does not run yet, so none can reach a core before the services
   // know their handles), then the services, then the cores and the control thread.
-  close_request_ = std::make_unique<std::atomic<bool>[]>(conns);
+  close_request_ = std::make_unique<std::atomic<std::uint8_t>[]>(conns);
   ready_ = std::make_unique<std::atomic<bool>[]>(conns);
   auth_failures_ = std::make_unique<std::atomic<std::uint32_t>[]>(c.gateways.size());
   up_ = std::make_unique<std::atomic<bool>[]>(c.gateways.size() * c.cores);
@@ -674,8 +674,8 @@ void ClientImpl::control_main() {
     // Sleeps until rdma_cm, a core's reply, a timer or wake() (close requests, teardown) needs it.
     engine_->poll_st(-1);
     for (std::size_t i = 0; i < conn_ids_.size(); ++i) {
-      if (close_request_[i].exchange(false, std::memory_order_acq_rel)) {
-        engine_->close_st(conn_ids_[i], dataplane::CloseReason::kLocal);
+      if (const std::uint8_t why = close_request_[i].exchange(0, std::memory_order_acq_rel); why != 0) {
+        engine_->close_st(conn_ids_[i], static_cast<dataplane::CloseReason>(why));
       }
     }
     publish_st();

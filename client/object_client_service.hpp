@@ -91,7 +91,10 @@ inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
 struct ServiceConnSpec {
   std::uint64_t handle = 0;          // ConnHandle::value of the engine connection (stable over reconnects)
   std::uint32_t gateway = 0;
-  std::atomic<bool>* close_request = nullptr;  // set by the core; control closes the connection
+  // Set by the core to the dataplane::CloseReason control closes the connection with (0: none). The reason
+  // decides the reconnect's delay: after an authentication failure or a protocol violation the backoff
+  // keeps growing (control::backoff_resets_after).
+  std::atomic<std::uint8_t>* close_request = nullptr;
   // Set by the core while the connection takes requests (adopted, and authenticated when the gateway asked
   // for it); wait_connected and the published counts read it.
   std::atomic<bool>* ready = nullptr;
@@ -240,7 +243,7 @@ class ObjectClientService {
     Slot& s = slots_[link];
     if (s.auth != AuthPhase::kAwaiting || m.cookie != kAuthCookie) {
       bump(cnt_.auth_violations);
-      request_close_st(s);
+      request_close_st(s, dataplane::CloseReason::kProtocolError);
       return;
     }
     switch (static_cast<protocol::auth::AuthStatus>(m.auth_status)) {
@@ -277,7 +280,7 @@ class ObjectClientService {
     // Nothing but AUTH_ANSWER may come before authentication (no request was sent, so no answer is due).
     if (link != Requester::kNoLink && slots_[link].auth != AuthPhase::kOpen) [[unlikely]] {
       bump(cnt_.auth_violations);
-      request_close_st(slots_[link]);
+      request_close_st(slots_[link], dataplane::CloseReason::kProtocolError);
       return;
     }
     const dataplane::ObjectAnswer<RequestDesc> a = req_.on_answer_st(link, c, m);
@@ -419,11 +422,11 @@ class ObjectClientService {
     if (cfg_.wake_control != nullptr) cfg_.wake_control(cfg_.wake_control_arg);
   }
 
-  void request_close_st(Slot& s) noexcept {
+  void request_close_st(Slot& s, dataplane::CloseReason why = dataplane::CloseReason::kLocal) noexcept {
     if (s.close_requested) return;
     s.close_requested = true;
     bump(cnt_.close_requests);
-    s.spec.close_request->store(true, std::memory_order_release);
+    s.spec.close_request->store(static_cast<std::uint8_t>(why), std::memory_order_release);
     if (cfg_.wake_control != nullptr) cfg_.wake_control(cfg_.wake_control_arg);
   }
 
@@ -454,7 +457,8 @@ class ObjectClientService {
   }
 
   // The connection cannot authenticate: record why for its gateway, fail what waits for that gateway unless
-  // another of its connections on this core is open, and have control close this one (it reconnects).
+  // another of its connections on this core is open, and have control close this one (it reconnects, with a
+  // backoff that goes on growing while every session fails so).
   void fail_auth_st(std::uint32_t link, Status why) noexcept {
     Slot& s = slots_[link];
     s.auth = AuthPhase::kFailed;
@@ -471,7 +475,7 @@ class ObjectClientService {
         fail_now_st(p.pop(), why);
       }
     }
-    request_close_st(s);
+    request_close_st(s, dataplane::CloseReason::kAuthDenied);
   }
 
   bool gateway_open_st(std::uint32_t g) const noexcept {

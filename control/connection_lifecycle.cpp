@@ -472,7 +472,7 @@ bool ConnectionLifecycle::run_plan(Event ev, const Plan& plan, ConnectionOps& op
   if (plan.sets_shutdown) shutdown_ = true;
   if (ev == Event::kStart) started_ = true;
   if (ev == Event::kEstablished) {
-    backoff_.reset();
+    established_since_retry_ = true;
     immediate_retry_used_ = false;
   }
   state_ = plan.next;
@@ -567,6 +567,10 @@ int ConnectionLifecycle::execute(Action& a, ConnectionOps& ops) noexcept {
       return 0;
     case ActionKind::kScheduleReconnect:
       // The delay is decided here, not in the pure planner, because it advances the backoff sequence.
+      if (established_since_retry_) {
+        established_since_retry_ = false;
+        if (backoff_resets_after(close_reason_)) backoff_.reset();
+      }
       if (retry_ == RetryHint::kImmediate && !immediate_retry_used_) {
         immediate_retry_used_ = true;
         a.delay = Duration::zero();
@@ -576,6 +580,17 @@ int ConnectionLifecycle::execute(Action& a, ConnectionOps& ops) noexcept {
       return ops.schedule_reconnect(a.delay);
   }
   return -22;  // EINVAL: an out-of-range ActionKind cannot come from plan_transition
+}
+
+bool backoff_resets_after(CloseReason why) noexcept {
+  switch (why) {
+    case CloseReason::kAuthDenied:
+    case CloseReason::kProtocolError:
+    case CloseReason::kQpFatal:
+      return false;
+    default:
+      return true;
+  }
 }
 
 std::string_view to_string(Role r) noexcept {

@@ -231,6 +231,12 @@ enum class Verdict : std::uint8_t {
 
 // Reconnect backoff: min, 2*min, 4*min, ... capped at max; optional jitter subtracts up to
 // jitter_permille/1000 of each delay (never adds, so max stays a hard cap). Deterministic for a given seed.
+// A connection that reached ESTABLISHED starts the sequence over when it ends, unless it ended because the
+// peer refused or failed authentication, broke the protocol or caused an access error on our QP: then the
+// sequence goes on growing, so a gateway that fails every session (a wrong secret, or a hostile one probing
+// our keys) is retried at most once per `max`, not once per `min`.
+bool backoff_resets_after(CloseReason why) noexcept;
+
 struct BackoffPolicy {
   Duration min = std::chrono::milliseconds(100);
   Duration max = std::chrono::seconds(30);
@@ -400,6 +406,9 @@ class ConnectionLifecycle {
   bool started_ = false;
   bool shutdown_ = false;
   bool immediate_retry_used_ = false;
+  // ESTABLISHED was reached since the last reconnect was scheduled: the next one starts the backoff over,
+  // unless the connection ended for a reason the peer caused on purpose (backoff_resets_after).
+  bool established_since_retry_ = false;
   bool adopt_delivered_ = false;  // the last send_adopt put ADOPT straight on the ring
   bool in_dispatch_ = false;
   ReconnectBackoff backoff_;

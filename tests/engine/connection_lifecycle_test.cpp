@@ -881,7 +881,6 @@ TEST(LifecycleReconnect, BackoffGrowsCapsAndResetsOnSuccess) {
   h.fire(Event::kAddrResolved);
   h.fire(Event::kRouteResolved);
   h.fire(Event::kEstablished);
-  EXPECT_EQ(h.lc.backoff().attempts(), 0u);
   h.fire(Event::kDisconnected);
   h.fire(Event::kCoreClosed);
   ASSERT_EQ(h.lc.state(), State::kBackoff);
@@ -889,6 +888,39 @@ TEST(LifecycleReconnect, BackoffGrowsCapsAndResetsOnSuccess) {
   EXPECT_EQ(h.world.calls.back().delay, 100ms);
   h.finish();
   h.expect_clean("backoff");
+}
+
+// A session that connects and is then refused authentication (or breaks the protocol, or faults our QP) is
+// no success: the sequence goes on growing to its cap instead of starting over at min, so a gateway with a
+// wrong secret or a hostile one gets one session per `max`. An ordinary end afterwards resets it.
+TEST(LifecycleReconnect, SessionsEndedByAuthFailureKeepTheBackoffGrowing) {
+  Harness h(Role::kActive);
+  h.fire(Event::kStart);
+  std::vector<Duration> delays;
+  auto session_ending = [&](Event end, CloseReason why) {
+    h.fire(Event::kAddrResolved);
+    h.fire(Event::kRouteResolved);
+    h.fire(Event::kEstablished);
+    EventArgs a;
+    a.close_reason = why;
+    h.fire(end, a);
+    h.fire(Event::kCoreClosed);
+    EXPECT_EQ(h.lc.state(), State::kBackoff) << to_string(why);
+    delays.push_back(h.world.calls.back().delay);
+    h.fire(Event::kReconnectTimer);
+  };
+  for (const CloseReason why :
+       {CloseReason::kAuthDenied, CloseReason::kAuthDenied, CloseReason::kProtocolError,
+        CloseReason::kAuthDenied, CloseReason::kAuthDenied}) {
+    session_ending(Event::kLocalClose, why);
+  }
+  session_ending(Event::kLocalClose, CloseReason::kLocal);
+  session_ending(Event::kDisconnected, CloseReason::kNone);
+  EXPECT_EQ(delays, (std::vector<Duration>{100ms, 200ms, 400ms, 800ms, 1s, 100ms, 100ms}));
+  EXPECT_TRUE(backoff_resets_after(CloseReason::kPeerDisconnected));
+  EXPECT_FALSE(backoff_resets_after(CloseReason::kQpFatal));
+  h.finish();
+  h.expect_clean("auth backoff");
 }
 
 TEST(LifecycleReconnect, RejectHintsImmediateOnceThenBackoffAndNeverMeansNever) {
