@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>  // explicit_bzero
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,8 +50,18 @@ struct PrincipalEntry {
   PrincipalUsage* usage = nullptr;
 };
 
-// Immutable once published.
+// Immutable once published. Its copies of the secrets are overwritten when it is destroyed (as conf::Secrets
+// does), so freed heap memory handed out again holds none.
 struct AuthTable {
+  AuthTable() = default;
+  AuthTable(const AuthTable&) = delete;
+  AuthTable& operator=(const AuthTable&) = delete;
+  ~AuthTable() { wipe_secrets(); }
+
+  void wipe_secrets() noexcept {
+    for (PrincipalEntry& p : principals) explicit_bzero(p.secret.data(), p.secret.size());
+  }
+
   bool required = false;
   std::uint64_t generation = 0;
   std::vector<TenantEntry> tenants;        // stable addresses: built fully before publication

@@ -80,6 +80,31 @@ TEST(AuthRegistry, TableHasTheConfigSortedWithLimitsAndSecrets) {
   EXPECT_EQ(t->find(""), nullptr);
 }
 
+// The table's copies of the secrets are overwritten before their memory goes back to the allocator (the
+// destructor calls wipe_secrets; reading the freed bytes afterwards would be the test's own bug).
+TEST(AuthRegistry, ATableWipesItsCopiesOfTheSecrets) {
+  AuthRegistry reg;
+  const conf::SecurityConfig s =
+      required({{"app", 0, 0}}, {principal("a", "app", kPermRead), principal("b", "app", kPermRead)});
+  std::string err;
+  const std::unique_ptr<AuthTable> t = reg.build(s, secrets_for(s), &err);
+  ASSERT_NE(t, nullptr) << err;
+  std::vector<const std::uint8_t*> bytes;
+  std::size_t nonzero = 0;
+  for (const PrincipalEntry& p : t->principals) {
+    ASSERT_EQ(p.secret.size(), 32u);
+    for (const std::uint8_t b : p.secret) nonzero += b != 0;
+    bytes.push_back(p.secret.data());
+  }
+  EXPECT_EQ(nonzero, 64u);
+  t->wipe_secrets();
+  for (const PrincipalEntry& p : t->principals) {
+    EXPECT_EQ(p.secret.data(), bytes[static_cast<std::size_t>(&p - t->principals.data())])
+        << "wiped in place";
+    for (const std::uint8_t b : p.secret) EXPECT_EQ(b, 0);
+  }
+}
+
 TEST(AuthRegistry, IdsAndUsageSurviveReloadsAndARemovedTenantKeepsItsId) {
   AuthRegistry reg;
   std::string err;
