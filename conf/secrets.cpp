@@ -140,6 +140,10 @@ std::optional<Secrets> parseSecrets(std::string_view text, std::string_view sour
   return Secrets(std::move(entries));
 }
 
+bool secretsOwnerAllowed(unsigned owner, unsigned reader) noexcept {
+  return owner == reader || owner == 0;
+}
+
 std::optional<Secrets> loadSecretsFile(const std::string& path, std::string* error) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; a FIFO is then refused as not a regular file.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -158,6 +162,13 @@ std::optional<Secrets> loadSecretsFile(const std::string& path, std::string* err
   }
   if (!S_ISREG(st.st_mode)) {
     *error = "security.secrets_file: " + path + " is not a regular file";
+    return std::nullopt;
+  }
+  if (!secretsOwnerAllowed(st.st_uid, ::geteuid())) {
+    *error = "security.secrets_file: " + path + " is owned by uid " + std::to_string(st.st_uid) +
+             ", neither this process's user (uid " + std::to_string(::geteuid()) +
+             ") nor root, and its owner could rewrite the secrets; run chown " + std::to_string(::geteuid()) +
+             " " + path;
     return std::nullopt;
   }
   if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {

@@ -53,9 +53,15 @@ class Secrets {
 // Parses a secrets file's text; `source` names the file in messages. nullopt and *error otherwise.
 std::optional<Secrets> parseSecrets(std::string_view text, std::string_view source, std::string* error);
 
+// Who may own a secrets file read by `reader` (the effective uid): the reader itself or root, as sshd's
+// StrictModes asks of key files. Another user who owns it can rewrite it, and so choose our principals'
+// secrets.
+bool secretsOwnerAllowed(unsigned owner, unsigned reader) noexcept;
+
 // Opens `path` once and checks the descriptor it reads from (fstat on the same fd: no window between the
-// check and the read): a regular file whose mode grants the group and others nothing, at most
-// kMaxSecretsFileBytes. Then parseSecrets. *error names the file, and for a wide mode the mode and the fix.
+// check and the read): a regular file owned as secretsOwnerAllowed says, whose mode grants the group and
+// others nothing, at most kMaxSecretsFileBytes. Then parseSecrets. *error names the file, and for a wide mode
+// or a wrong owner what is wrong and the fix.
 std::optional<Secrets> loadSecretsFile(const std::string& path, std::string* error);
 
 }  // namespace rdmagate::conf

@@ -357,6 +357,29 @@ TEST_F(SecretsFile, NotARegularFileMissingOrMalformed) {
   EXPECT_THAT(err, HasSubstr("security.secrets_file: " + path_ + ":2:3: secrets.p: expected \"hex:\""));
 }
 
+// The owner must be the reader or root: another user who owns the file could rewrite the secrets.
+TEST_F(SecretsFile, OwnedByAnotherUserIsRefusedWithTheFix) {
+  EXPECT_TRUE(secretsOwnerAllowed(1000, 1000));
+  EXPECT_TRUE(secretsOwnerAllowed(0, 1000));
+  EXPECT_TRUE(secretsOwnerAllowed(0, 0));
+  EXPECT_FALSE(secretsOwnerAllowed(1001, 1000));
+  EXPECT_FALSE(secretsOwnerAllowed(1000, 0));
+  write("secrets:\n  p: \"hex:" + std::string(kHex32) + "\"\n", 0600);
+  if (geteuid() != 0) {
+    // Only root can give a file away; the ownership rule itself is checked above.
+    EXPECT_NE(chown(path_.c_str(), 65534, static_cast<gid_t>(-1)), 0);
+    return;
+  }
+  ASSERT_EQ(chown(path_.c_str(), 65534, static_cast<gid_t>(-1)), 0);
+  std::string err;
+  EXPECT_FALSE(loadSecretsFile(path_, &err).has_value());
+  EXPECT_EQ(err,
+            "security.secrets_file: " + path_ +
+                " is owned by uid 65534, neither this process's user (uid 0) nor root, and its owner could "
+                "rewrite the secrets; run chown 0 " +
+                path_);
+}
+
 TEST_F(SecretsFile, UnreadableIsRefused) {
   if (geteuid() == 0) GTEST_SKIP() << "root reads a mode 0000 file";
   write("secrets:\n", 0000);
