@@ -1,6 +1,7 @@
 #include "conf/secrets.hpp"
 
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -34,7 +35,7 @@ bool decodeSecret(std::string_view text, std::vector<std::uint8_t>* out) {
     const int hi = hexValue(digits[2 * i]);
     const int lo = hexValue(digits[2 * i + 1]);
     if (hi < 0 || lo < 0) {
-      explicit_bzero(bytes.data(), bytes.size());
+      OPENSSL_cleanse(bytes.data(), bytes.size());
       return false;
     }
     bytes[i] = static_cast<std::uint8_t>(hi << 4 | lo);
@@ -52,7 +53,7 @@ std::string at(std::string_view source, const YAML::Mark& m) {
 // Wipes a text buffer that held the file before it is freed.
 struct WipedText {
   std::string text;
-  ~WipedText() { explicit_bzero(text.data(), text.size()); }
+  ~WipedText() { OPENSSL_cleanse(text.data(), text.size()); }
 };
 
 }  // namespace
@@ -83,7 +84,7 @@ Secrets::~Secrets() {
 }
 
 void Secrets::wipe() noexcept {
-  for (PrincipalSecret& e : entries_) explicit_bzero(e.secret.data(), e.secret.size());
+  for (PrincipalSecret& e : entries_) OPENSSL_cleanse(e.secret.data(), e.secret.size());
 }
 
 const PrincipalSecret* Secrets::find(std::string_view principal) const noexcept {

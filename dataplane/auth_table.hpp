@@ -10,10 +10,11 @@
 // of the process, so a reload keeps a tenant's counted bytes and a principal's open connections (a core
 // that re-resolves a connection's principal in a new table finds the same PrincipalUsage object).
 
+#include <openssl/crypto.h>  // OPENSSL_cleanse
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstring>  // explicit_bzero
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,7 +52,8 @@ struct PrincipalEntry {
 };
 
 // Immutable once published. Its copies of the secrets are overwritten when it is destroyed (as conf::Secrets
-// does), so freed heap memory handed out again holds none.
+// does), so freed heap memory handed out again holds none. OPENSSL_cleanse, not explicit_bzero: libbsd
+// defines that too, and a daemon whose objects reach it before libc then needs libbsd at run time.
 struct AuthTable {
   AuthTable() = default;
   AuthTable(const AuthTable&) = delete;
@@ -59,7 +61,7 @@ struct AuthTable {
   ~AuthTable() { wipe_secrets(); }
 
   void wipe_secrets() noexcept {
-    for (PrincipalEntry& p : principals) explicit_bzero(p.secret.data(), p.secret.size());
+    for (PrincipalEntry& p : principals) OPENSSL_cleanse(p.secret.data(), p.secret.size());
   }
 
   bool required = false;
