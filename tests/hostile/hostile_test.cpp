@@ -323,8 +323,9 @@ TEST(ChurnSoak, KilledClientsLeaveNothingBehind) {
         Child c;
         if (!spawn(&c, good_args(prefix, 3600, lrng()), clog)) return fail("spawn failed");
         // Loading (its predecessor's keys deleted, or gone); then a random while of PUT/GET, then SIGKILL.
+        // 60 s: the client makes up to three connection attempts of up to 20 s each.
         const bool loading = wait_for(
-            [&] { return !c.running() || read_file(clog).find("good: loading") != std::string::npos; }, 30s);
+            [&] { return !c.running() || read_file(clog).find("good: loading") != std::string::npos; }, 60s);
         if (!loading || !c.running()) {
           return fail("cycle " + std::to_string(cycle) + ": the client did not start loading:\n" +
                       read_file(clog));

@@ -36,6 +36,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -733,18 +734,29 @@ std::uint64_t random_incarnation(Rng& r) {
 
 int run_good(const Options& o) {
   Rng rng(o.seed);
-  const std::uint64_t inc = random_incarnation(rng);
   HsParams offer;
-  Conn c;
-  std::string detail;
-  // rnr_retry_count 3, as protocol.md §3.9 asks: 7 (retry forever) is refused bad_conn_param.
-  const ConnectResult cr = c.connect(o, handshake_request(offer, inc, 0), 4, 4, 3, offer.depth,
-                                     offer.depth * 2u + 8, offer.max_msg, &detail);
-  if (cr != ConnectResult::kEstablished) {
-    std::fprintf(stderr, "good: connect %s %s (reject reason %d)\n", to_string(cr), detail.c_str(),
-                 c.reject_reason());
-    return 4;
+  std::uint64_t inc = 0;
+  std::unique_ptr<Conn> conn;
+  // A connection request can go unanswered now and then under rxe load (a lost CM datagram outlives the
+  // 10 s wait); a real client reconnects, as the client library does. Each attempt is a new incarnation,
+  // so a half-accepted earlier attempt cannot be mistaken for this one. A rejection is not retried.
+  constexpr int kConnectAttempts = 3;
+  for (int attempt = 1;; ++attempt) {
+    inc = random_incarnation(rng);
+    conn = std::make_unique<Conn>();
+    std::string detail;
+    // rnr_retry_count 3, as protocol.md §3.9 asks: 7 (retry forever) is refused bad_conn_param.
+    const ConnectResult cr = conn->connect(o, handshake_request(offer, inc, 0), 4, 4, 3, offer.depth,
+                                           offer.depth * 2u + 8, offer.max_msg, &detail);
+    if (cr == ConnectResult::kEstablished) break;
+    std::fprintf(stderr, "good: connect attempt %d of %d: %s %s (reject reason %d)\n", attempt,
+                 kConnectAttempts, to_string(cr), detail.c_str(), conn->reject_reason());
+    const bool unanswered = cr == ConnectResult::kTimeout || cr == ConnectResult::kUnreachable;
+    if (!unanswered || attempt == kConnectAttempts) return 4;
+    conn.reset();
+    usleep(200000);
   }
+  Conn& c = *conn;
   const Accepted acc = check_accept(c.accept_data().data(), c.accept_data().size(), offer, inc);
   if (!acc.ok) {
     std::fprintf(stderr, "good: %s\n", acc.why.c_str());
