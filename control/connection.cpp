@@ -125,7 +125,7 @@ int Connection::create_qp() noexcept {
   // RDMA READs the core keeps in flight: our initiator depth, which (passive) is clamped to the peer's
   // responder resources from its request; the active side clamps it again at ESTABLISHED from the accept.
   setup.rd_depth = static_cast<std::uint16_t>(std::max(1, initiator_depth()));
-  setup.hand_out_rkey = lc_.role() == Role::kActive && eng_.cfg_.expose_core_region;
+  setup.hand_out_rkey = lc_.role() == Role::kActive && eng_.cfg_.core_region_remote();
   dataplane::init_core_conn(cc_, core, slot_, setup);
   // The acceptor gates what a peer may send until it authenticated (docs/protocol.md §11); the initiator's
   // session says auth_required too, but its client service runs the exchange, not the core's gate.

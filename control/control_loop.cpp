@@ -205,9 +205,9 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, std::string* err
   for (std::size_t i = 0; i < cfg.cores.size(); ++i) {
     dataplane::CoreConfig cc = cfg.cores[i];
     if (owner_driven) cc.cq_channel = e->cq_channel_;
-    cc.access = cfg.passive || !cfg.expose_core_region
-                    ? IBV_ACCESS_LOCAL_WRITE
-                    : (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+    cc.access = cfg.core_region_remote()
+                    ? (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE)
+                    : IBV_ACCESS_LOCAL_WRITE;
     if (cc.socket < 0 && e->device_->numa_node() >= 0) cc.socket = e->device_->numa_node();
     // idle_policy event on an EAL core: it sleeps on its CQ's completion channel and on control's doorbell.
     std::unique_ptr<dataplane::CoreSleeper> sleeper;

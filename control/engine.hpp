@@ -67,6 +67,9 @@ struct EngineConfig {
   // caller's, registered per access (docs/client-internals.md "Key scope"), and a gateway must not reach
   // anything else. Test peers that move bulk through the core region say yes.
   bool expose_core_region = true;
+  // The one answer to "may a peer reach the cores' regions": how they are registered and whether a chunk
+  // request names them both follow it, so no rkey is handed out for memory registered local-only.
+  bool core_region_remote() const noexcept { return !passive && expose_core_region; }
   std::vector<dataplane::CoreConfig> cores;
   CoreDriver driver = CoreDriver::kEalLcores;
   protocol::LocalEndpoint local{};   // incarnation 0: process_incarnation()

@@ -89,6 +89,7 @@ TEST(GatewaySettings, DefaultsEngineAndCore) {
   EXPECT_EQ(e.name, "gateway");
   EXPECT_EQ(e.device, "");  // device.name auto: the only device
   EXPECT_TRUE(e.passive);
+  EXPECT_FALSE(e.core_region_remote());  // no peer may reach a gateway core's buffers
   EXPECT_EQ(e.local.params, (protocol::ConnParams{128, 4096, 16, 8 * kMiB}));  // bulk: 2 x max_value_bytes
   EXPECT_EQ(e.local.min_queue_depth, protocol::kMinCreditQueueDepth);
   EXPECT_FALSE(e.local.want_checksum);
