@@ -165,11 +165,12 @@ std::optional<Secrets> loadSecretsFile(const std::string& path, std::string* err
     *error = "security.secrets_file: " + path + " is not a regular file";
     return std::nullopt;
   }
-  if (!secretsOwnerAllowed(st.st_uid, ::geteuid())) {
+  const uid_t me = ::geteuid();
+  if (!secretsOwnerAllowed(st.st_uid, me)) {
     *error = "security.secrets_file: " + path + " is owned by uid " + std::to_string(st.st_uid) +
-             ", neither this process's user (uid " + std::to_string(::geteuid()) +
-             ") nor root, and its owner could rewrite the secrets; run chown " + std::to_string(::geteuid()) +
-             " " + path;
+             ", neither this process's user (uid " + std::to_string(me) +
+             ") nor root, and its owner could rewrite the secrets; run chown " + std::to_string(me) + " " +
+             path;
     return std::nullopt;
   }
   if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
