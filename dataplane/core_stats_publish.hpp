@@ -101,6 +101,7 @@ inline void publish_core_counters(const CoreCounters& c, const PollerTimes& t,
 
   s.set(Stat::kStaleCompletions, c.stale_completions);
   s.set(Stat::kBulkTimeouts, c.bulk_timeouts);
+  s.set(Stat::kChunkQueueFull, c.chunk_queue_full);
   for (std::size_t i = 0; i < kPeerFaultCount; ++i) s.set(telemetry::peer_fault_stat(i), c.peer_faults[i]);
 
   // Authentication: answers by status (auth_denied[0] is never counted: ok is auth_ok), connections closed

@@ -113,6 +113,9 @@ constexpr Table build_table() {
         "Completions naming an earlier incarnation of their connection (a reused slot): dropped unseen.");
   b.row("rdmagate_core_bulk_timeouts_total", kC, Unit::kNone, kCore,
         "RDMA READ/WRITE chains that passed protocol.bulk_timeout_ms: their connection failed.");
+  b.row("rdmagate_core_chunk_queue_full_total", kC, Unit::kNone, kCore,
+        "Chunk requests answered no_resources because their connection already had the most chunk requests "
+        "waiting (docs/protocol.md §10); the connection stays open.");
   b.rows("rdmagate_core_peer_faults_total", kC, Unit::kNone, kCore,
          "Error completions the peer caused, by class (a local failure is in "
          "rdmagate_core_errors_total{kind=\"completion\"} only).",
@@ -234,6 +237,7 @@ static_assert(kTable[static_cast<std::size_t>(Stat::kUnsolicitedCompletions)].la
 static_assert(kTable[static_cast<std::size_t>(Stat::kObjectQuotaExceeded)].labels[0].value ==
               "quota_exceeded");
 static_assert(kTable[static_cast<std::size_t>(Stat::kCacheHits)].name == "rdmagate_store_cache_hits_total");
+static_assert(kTable[static_cast<std::size_t>(Stat::kChunkQueueFull)].name == "rdmagate_core_chunk_queue_full_total");
 static_assert(kTable[static_cast<std::size_t>(Stat::kStoreAllocatedBytes)].name ==
               "rdmagate_store_allocated_bytes");
 static_assert(

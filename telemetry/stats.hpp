@@ -155,6 +155,7 @@ enum class Stat : std::uint16_t {
   // peer and transfer faults the cores count (per core)
   kStaleCompletions,
   kBulkTimeouts,
+  kChunkQueueFull,
   kPeerFaultsFirst,  // + kPeerFaultNames index
   // authentication (docs/protocol.md §11; summed over cores, the allowed_clients revocations are control's)
   kAuthResultsFirst = kPeerFaultsFirst + kPeerFaultNames.size(),     // + kAuthResultNames index

@@ -1153,6 +1153,43 @@ TEST(CoreLoopFake, CompletionOfAnEarlierIncarnationIsDroppedAndCounted) {
   EXPECT_EQ(core.replies.closed_count(c.handle()), 1u);
 }
 
+// A chunk request beyond the queue (one served, kChunkQueue waiting) is answered no_resources at once and
+// counted; the connection goes on, and every request it took is answered with every byte.
+TEST(CoreLoopFake, ChunkRequestBeyondTheQueueIsRefusedCountedAndTheConnectionGoesOn) {
+  FakeRig rig;
+  FakeDevice& dev = rig.dev;
+  StoreArena arena(dev);
+  ObjectService svc(arena.config());
+  Core<FakeRig, ObjectService> core(rig, svc);
+  LoopbackConn& c = core.open();
+  core.adopt(c);
+  const std::vector<std::uint8_t> value = pattern(3000, 5);
+  ASSERT_EQ(arena.store->put(0, "v", std::as_bytes(std::span(value))), store::Status::kOk);
+  const std::vector<std::uint8_t> key = object_payload("v");
+  constexpr std::uint64_t kSent = kChunkQueue + 2;
+  for (std::uint64_t cookie = 1; cookie <= kSent; ++cookie) {
+    ASSERT_TRUE(c.peer().send(chunk_request(MessageType::kWriteChunkRequest, op(ObjectOpcode::kGet), cookie, key,
+                                            {c.peer().fragment(0, 3000)})));
+    ASSERT_TRUE(dev.step(c.peer().qp()));
+  }
+  core.turn();  // the first GET's WRITEs on the device (not run yet), kChunkQueue waiting, the last refused
+  EXPECT_EQ(c.cc().bulk_op.state, BulkState::kWriting);
+  EXPECT_EQ(core.counters().chunk_queue_full, 1u);
+  core.settle();
+  ASSERT_EQ(c.peer().inbox.size(), kSent);
+  for (const FakePeer::Received& a : c.peer().inbox) {
+    SCOPED_TRACE(a.cookie);
+    EXPECT_EQ(a.status, a.cookie == kSent ? st(ObjectStatus::kNoResources) : st(ObjectStatus::kOk));
+  }
+  EXPECT_TRUE(std::equal(value.begin(), value.end(), c.peer().bulk()));
+  EXPECT_EQ(c.cc().state, CoreConnState::kOwned);
+  EXPECT_EQ(core.counters().chunk_queue_full, 1u);
+  expect_no_core_errors(core.counters());
+  core.close(c);
+  core.settle();
+  EXPECT_EQ(core.replies.closed_count(c.handle()), 1u);
+}
+
 // ---- peer faults, the bulk deadline, a peer that posts no receives ----------------------------------------
 
 // A peer that posts no receives: the answer to its ECHO waits at the head of the send queue (RNR), and the

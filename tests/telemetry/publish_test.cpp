@@ -69,6 +69,7 @@ dataplane::CoreCounters distinct_core_counters(std::uint64_t seed) {
   c.read_bytes = next();
   c.write_chunks = next();
   c.write_bytes = next();
+  c.chunk_queue_full = next();
   return c;
 }
 
@@ -115,6 +116,7 @@ void expect_core_series(const test::Exposition& e, const dataplane::CoreCounters
   EXPECT_EQ(value(e, "rdmagate_transport_payloads_total", {{"mode", "chunked"}}),
             as_double(tx(c, MessageType::kReadChunkRequest) + tx(c, MessageType::kWriteChunkRequest) +
                       c.read_chunks + c.write_chunks));
+  EXPECT_EQ(value(e, "rdmagate_core_chunk_queue_full_total", {{"core", core}}), as_double(c.chunk_queue_full));
   EXPECT_EQ(value(e, "rdmagate_transport_credit_stalls_total", {}), as_double(c.credit_stalls));
   EXPECT_EQ(value(e, "rdmagate_transport_noops_total", {}), as_double(c.noops - c.keepalives));
   EXPECT_EQ(value(e, "rdmagate_transport_keepalives_total", {}), as_double(c.keepalives));
