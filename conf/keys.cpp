@@ -1222,7 +1222,7 @@ class Table {
     add<StringKey<Se>>(&Config::security, &Se::secrets_file, "security.secrets_file", L,
                        "empty or an absolute path",
                        "YAML file of principal secrets (secrets: {name: \"hex:...\"}); mode 0600 or "
-                       "narrower; re-read on every SIGHUP",
+                       "narrower, owned by the daemon's user or root; re-read on every SIGHUP",
                        secretsFileRule);
     add<TenantListKey<Se>>(&Config::security, &Se::tenants, "security.tenants", "list of tenants",
                            kMaxTenants, L,
