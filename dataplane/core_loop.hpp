@@ -251,9 +251,12 @@ class CoreLoop {
       }
     }
     // The CQ is lost (ToCore kCqLost): nothing is polled or posted any more; control's CLOSEs (each after it
-    // destroyed the QP) end the connections. Until stop, at least one turn (a test's stop is preset).
+    // destroyed the QP) end the connections. Until stop, at least one turn (a test's stop is preset). Each
+    // turn counts as a poll: the core is not stuck, so /healthz must not restart the gateway (and drop the
+    // other cores' connections) for it; rdmagate_core_out_of_service and its alert report it instead.
     if (cq_lost_) {
       do {
+        ++cnt_.polls;
         lost_turn_st();
         if (now_ >= next_publish && res_.stats != nullptr) {
           publish_st(now_);

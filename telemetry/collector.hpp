@@ -40,6 +40,7 @@ class StatsCollector final : public prometheus::Collectable {
   struct CoreProgress {
     unsigned core = 0;
     std::uint64_t polls = 0;
+    bool out_of_service = false;  // its CQ was lost (rdmagate_core_out_of_service): live, but serves no one
   };
   // The liveness signal of every registered core, in registration order: its poll counter. A core asleep
   // in idle_policy event (rdmagate_poller_sleeping 1) polls nothing, yet is live: epoll_wait returns on its

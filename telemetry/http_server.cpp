@@ -100,6 +100,11 @@ Verdict HealthState::check_ready(Clock::time_point now) {
     if (p.polls == 0) not_polling.push_back(p.core);
   if (!not_polling.empty()) add("core " + join_cores(not_polling) + " not polling");
   if (!stale.empty()) add("core " + join_cores(stale) + " stalled");
+  // One core that lost its CQ leaves the others serving (an alert, not a probe, reports it); all of them
+  // leave no core a connection could be placed on.
+  if (!progress.empty() &&
+      std::all_of(progress.begin(), progress.end(), [](const auto& p) { return p.out_of_service; }))
+    add("no core in service (each lost its completion queue)");
   if (!why.empty()) return {false, "not ready: " + why};
   return {true, "ready"};
 }

@@ -1485,9 +1485,12 @@ TEST(CoreLoopFake, LostCqFailsEveryConnectionAndReleasesPinsOnceTheQpsAreDestroy
   ASSERT_TRUE(dev.step(unadopted.peer().qp()));
   const std::uint64_t polled = core.cq().stats().polled;
   const std::size_t pending = core.cq().pending();
+  const std::uint64_t turns = core.counters().polls;
   lost_turn();
   EXPECT_EQ(core.cq().stats().polled, polled);
   EXPECT_EQ(core.cq().pending(), pending);
+  // Its turns still count (what /healthz watches): a lost core is out of service, not stuck.
+  EXPECT_GT(core.counters().polls, turns);
   EXPECT_EQ(core.replies.cq_lost.size(), 1u);  // answered once
   EXPECT_TRUE(core.loop->idle_for_sleep_st());  // an owner-driven core may sleep: it has nothing to poll
   EXPECT_EQ(core.cq().stats().polled, polled);

@@ -133,6 +133,18 @@ TEST(HealthState, ReadinessListsEveryMissingInput) {
   EXPECT_EQ(v.reason, "not ready: store probe_failed");
   f.health.set_store_not_ready(nullptr);
   EXPECT_TRUE(f.health.check_ready(t0 + 5ms).ok);
+  // A core that lost its CQ (it still turns): the other serves, so still ready; with both out, not.
+  f.core0.set(Stat::kCoreOutOfService, 1);
+  f.core0.add(Stat::kPolls);
+  f.core1.add(Stat::kPolls);
+  v = f.health.check_ready(t0 + 6ms);
+  EXPECT_TRUE(v.ok) << v.reason;
+  EXPECT_TRUE(f.health.check_live(t0 + 6ms).ok);
+  f.core1.set(Stat::kCoreOutOfService, 1);
+  v = f.health.check_ready(t0 + 7ms);
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.reason, "not ready: no core in service (each lost its completion queue)");
+  EXPECT_TRUE(f.health.check_live(t0 + 7ms).ok) << "out of service is not stuck";
 }
 
 TEST(HttpServer, ServesMetricsHealthzReadyz) {
