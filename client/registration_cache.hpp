@@ -127,14 +127,16 @@ class RegistrationCache {
     Handle h = registrar_.reg(start, end - start, writable);
     if (!h) return Found::kFailed;
     Handle other = registrar_.reg(start, end - start, !writable);  // null: read-only memory, read only
+    // The keys are read while the handle is still this thread's alone: once it is in reg_, a release() of
+    // an overlapping buffer on another thread may deregister it (and the registrar free it) at any time.
+    *lkey = Registrar::lkey(h);
+    *rkey = Registrar::rkey(h);
     {
       std::lock_guard<std::mutex> lock(mu_);
       reg_.emplace(start, Entry{end, h, writable});
       if (other) reg_.emplace(start, Entry{end, other, !writable});
       max_len_ = std::max(max_len_, end - start);
     }
-    *lkey = Registrar::lkey(h);
-    *rkey = Registrar::rkey(h);
     return Found::kRegistered;
   }
 
