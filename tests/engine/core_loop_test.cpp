@@ -1088,20 +1088,30 @@ TEST(CoreLoopFake, CqErrorIsCountedAndTheLoopCarriesOn) {
 // A completion that names a live descriptor but an earlier incarnation of its connection (a reused CoreConn:
 // an active side reconnects over the same object) is dropped and counted: it neither frees a tx descriptor,
 // nor un-counts a receive, nor ends a bulk op, nor fails the connection.
-TEST(CoreLoopFake, CompletionOfAnEarlierIncarnationIsDroppedAndCounted) {
+// The object service on one adopted connection, with a 3000-byte value stored under "v": where the tests
+// that keep a GET's WRITEs on the device start.
+struct StoredValueFixture {
   FakeRig rig;
   FakeDevice& dev = rig.dev;
-  StoreArena arena(dev);
-  ObjectService svc(arena.config());
-  Core<FakeRig, ObjectService> core(rig, svc);
+  StoreArena arena{dev};
+  ObjectService svc{arena.config()};
+  Core<FakeRig, ObjectService> core{rig, svc};
   LoopbackConn& c = core.open();
+  const std::vector<std::uint8_t> value = pattern(3000, 3);
+  const std::vector<std::uint8_t> key = object_payload("v");
+
+  StoredValueFixture() {
+    core.adopt(c);
+    EXPECT_EQ(arena.store->put(0, "v", std::as_bytes(std::span(value))), store::Status::kOk);
+  }
+};
+
+TEST(CoreLoopFake, CompletionOfAnEarlierIncarnationIsDroppedAndCounted) {
+  StoredValueFixture f;
+  auto& [rig, dev, arena, svc, core, c, value, key] = f;
   LoopbackConn& other = core.open();
   EXPECT_NE(c.cc().generation, 0u);
   EXPECT_NE(c.cc().generation, other.cc().generation);
-  core.adopt(c);
-  const std::vector<std::uint8_t> value = pattern(3000, 3);
-  ASSERT_EQ(arena.store->put(0, "v", std::as_bytes(std::span(value))), store::Status::kOk);
-  const std::vector<std::uint8_t> key = object_payload("v");
   // A GET whose WRITEs sit on the device (not run): a bulk op in flight, a pinned value.
   ASSERT_TRUE(c.peer().send(chunk_request(MessageType::kWriteChunkRequest, op(ObjectOpcode::kGet), 1, key,
                                           {c.peer().fragment(0, 2000), c.peer().fragment(2048, 2000)})));
@@ -1156,16 +1166,8 @@ TEST(CoreLoopFake, CompletionOfAnEarlierIncarnationIsDroppedAndCounted) {
 // A chunk request beyond the queue (one served, kChunkQueue waiting) is answered no_resources at once and
 // counted; the connection goes on, and every request it took is answered with every byte.
 TEST(CoreLoopFake, ChunkRequestBeyondTheQueueIsRefusedCountedAndTheConnectionGoesOn) {
-  FakeRig rig;
-  FakeDevice& dev = rig.dev;
-  StoreArena arena(dev);
-  ObjectService svc(arena.config());
-  Core<FakeRig, ObjectService> core(rig, svc);
-  LoopbackConn& c = core.open();
-  core.adopt(c);
-  const std::vector<std::uint8_t> value = pattern(3000, 5);
-  ASSERT_EQ(arena.store->put(0, "v", std::as_bytes(std::span(value))), store::Status::kOk);
-  const std::vector<std::uint8_t> key = object_payload("v");
+  StoredValueFixture f;
+  auto& [rig, dev, arena, svc, core, c, value, key] = f;
   constexpr std::uint64_t kSent = kChunkQueue + 2;
   for (std::uint64_t cookie = 1; cookie <= kSent; ++cookie) {
     ASSERT_TRUE(c.peer().send(chunk_request(MessageType::kWriteChunkRequest, op(ObjectOpcode::kGet), cookie, key,
