@@ -68,7 +68,8 @@ std::vector<StatsCollector::CoreProgress> StatsCollector::core_progress() const 
   out.reserve(cores_.size());
   for (const auto& e : cores_) {
     if (e.block->load(Stat::kSleeping) != 0) ++e.asleep_seen;
-    out.push_back({e.core, e.block->load(Stat::kPolls) + e.asleep_seen, e.block->load(Stat::kCoreOutOfService) != 0});
+    out.push_back(
+        {e.core, e.block->load(Stat::kPolls) + e.asleep_seen, e.block->load(Stat::kCoreOutOfService) != 0});
   }
   return out;
 }

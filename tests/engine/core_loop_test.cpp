@@ -1170,8 +1170,8 @@ TEST(CoreLoopFake, ChunkRequestBeyondTheQueueIsRefusedCountedAndTheConnectionGoe
   auto& [rig, dev, arena, svc, core, c, value, key] = f;
   constexpr std::uint64_t kSent = kChunkQueue + 2;
   for (std::uint64_t cookie = 1; cookie <= kSent; ++cookie) {
-    ASSERT_TRUE(c.peer().send(chunk_request(MessageType::kWriteChunkRequest, op(ObjectOpcode::kGet), cookie, key,
-                                            {c.peer().fragment(0, 3000)})));
+    ASSERT_TRUE(c.peer().send(chunk_request(MessageType::kWriteChunkRequest, op(ObjectOpcode::kGet), cookie,
+                                            key, {c.peer().fragment(0, 3000)})));
     ASSERT_TRUE(dev.step(c.peer().qp()));
   }
   core.turn();  // the first GET's WRITEs on the device (not run yet), kChunkQueue waiting, the last refused

@@ -214,7 +214,8 @@ TEST_P(IdlePolicyGuest, EchoThenIdleThenEchoAgain) {
     const std::uint64_t sleeps = block->load(telemetry::Stat::kSleeps);
     const auto woken = [&] {
       return block->load(telemetry::wakeup_stat(static_cast<std::size_t>(dataplane::WakeSource::kCommand))) +
-             block->load(telemetry::wakeup_stat(static_cast<std::size_t>(dataplane::WakeSource::kCompletion)));
+             block->load(
+                 telemetry::wakeup_stat(static_cast<std::size_t>(dataplane::WakeSource::kCompletion)));
     };
     const std::uint64_t woken_before = woken();
     ASSERT_NE(client->connect(rxe_addr(), port, &err), 0u) << err;
