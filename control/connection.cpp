@@ -110,6 +110,8 @@ int Connection::create_qp() noexcept {
   caps.max_recv_wr = cc.rx_per_conn;
   caps.srq = core.srq();  // the core's shared receive queue, if it has one: the QP gets no receive queue
   caps.max_inline_data = std::min<std::uint32_t>(cc.buf_size, eng_.cfg_.send_inline_bytes);
+  // The engine asks for windows only where the device has them (Engine::create decided at start).
+  caps.windows = cc.windows_per_conn;
   dataplane::CoreConnSetup setup;
   std::string err;
   qp_ = eng_.backend_->create_qp(cm_id_, core.cq(), caps, &setup.granted, &err);
@@ -126,6 +128,7 @@ int Connection::create_qp() noexcept {
   // responder resources from its request; the active side clamps it again at ESTABLISHED from the accept.
   setup.rd_depth = static_cast<std::uint16_t>(std::max(1, initiator_depth()));
   setup.hand_out_rkey = lc_.role() == Role::kActive && eng_.cfg_.core_region_remote();
+  setup.windows = caps.windows;
   dataplane::init_core_conn(cc_, core, slot_, setup);
   // The acceptor gates what a peer may send until it authenticated (docs/protocol.md §11); the initiator's
   // session says auth_required too, but its client service runs the exchange, not the core's gate.

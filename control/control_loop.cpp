@@ -205,6 +205,9 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, std::string* err
   for (std::size_t i = 0; i < cfg.cores.size(); ++i) {
     dataplane::CoreConfig cc = cfg.cores[i];
     if (owner_driven) cc.cq_channel = e->cq_channel_;
+    // Windows only where the backend binds them: without, the requester keeps its registration's keys (its
+    // owner reads the core's config to learn which, and says so).
+    if (!e->backend_->type2_windows()) cc.windows_per_conn = 0;
     cc.access = cfg.core_region_remote()
                     ? (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE)
                     : IBV_ACCESS_LOCAL_WRITE;

@@ -41,12 +41,14 @@
 namespace rdmagate::dataplane {
 
 enum class WrKind : std::uint64_t {
-  kRecv = 0,   // a receive buffer (RxDesc)
-  kSend = 1,   // a message send (TxDesc)
-  kDrain = 2,  // the drain marker posted after CLOSE (TxDesc of the connection's marker)
-  kRdma = 3,   // an RDMA READ/WRITE for a bulk chunk (reserved for bulk transfers)
+  kRecv = 0,        // a receive buffer (RxDesc)
+  kSend = 1,        // a message send (TxDesc)
+  kDrain = 2,       // the drain marker posted after CLOSE (TxDesc of the connection's marker)
+  kRdma = 3,        // an RDMA READ/WRITE for a bulk chunk (reserved for bulk transfers)
   kRdmaFiller = 4,  // an unsignaled RDMA WRITE of a chunk: completes only in error (flush), and then
                     // accounts for its own SQ FIFO entry, not its op's marker
+  kWindowBind = 5,  // an unsignaled bind of a memory window (WindowDesc): completes only in error
+  kWindowInv = 6,   // the signaled local invalidation of a memory window (WindowDesc)
 };
 inline constexpr std::uint64_t kWrKindMask = 0x7;
 
@@ -96,6 +98,9 @@ struct alignas(8) TxDesc {
 // an unsignaled RDMA WRITE before it (filler). Both are above any tx descriptor index.
 inline constexpr std::uint16_t kRdmaMarker = 0xfff0;
 inline constexpr std::uint16_t kRdmaFiller = 0xfff1;
+// SQ FIFO entries of a memory window's bind and invalidation (core_windows.hpp): they hold no descriptor.
+inline constexpr std::uint16_t kWindowBindEntry = 0xfff2;
+inline constexpr std::uint16_t kWindowInvEntry = 0xfff3;
 // tx descriptors a connection may have: every index stays below the markers (CoreResources::create refuses
 // more).
 inline constexpr std::uint32_t kMaxTxPerConn = kRdmaMarker;
@@ -149,6 +154,12 @@ struct alignas(8) BulkOp {
   std::uint64_t start_tsc = 0;
 };
 inline constexpr std::uint32_t kChunkQueue = 4;  // chunk requests a connection may have waiting
+
+// One type-2 memory window of a connection's QP (a kWindowBind / kWindowInv wr_id names it).
+struct alignas(8) WindowDesc {
+  CoreConn* conn = nullptr;
+  std::uint32_t slot = 0;
+};
 
 // Where a connection is, as its core sees it.
 enum class CoreConnState : std::uint8_t {
@@ -223,6 +234,7 @@ struct CoreConn {
   std::uint32_t bulk_size = 0;
   std::uint32_t rkey = 0;            // active side: key of the core's region (requests' chunks)
   std::uint16_t rd_depth = 1;        // RDMA READs in flight at most (initiator depth)
+  std::vector<WindowDesc> windows;   // the QP's type-2 memory windows (CoreConfig::windows_per_conn)
   std::array<std::uint8_t, 16>
       peer_ip{};  // the peer's address (IPv4 as ::ffff:a.b.c.d): what fault rules match (ctl sets it)
   // This incarnation's mark in every wr_id of its descriptors (never 0: a core's pool buffers carry 0). A

@@ -16,6 +16,7 @@
 //   core_bulk.hpp      the bulk-transfer engine: chunk queue, RDMA READ/WRITE, their completions
 //   core_commands.hpp  control's commands (ADOPT, CLOSE, CONFIG), quiesce, keepalive and dead-peer timers
 //   core_auth.hpp      the authentication gate (AUTH before anything else), table swaps and revocation
+//   core_windows.hpp   memory windows: a requester's per-request keys, bound and invalidated on its QP
 //
 // Every method ending in _st runs on the core's own lcore (docs/design.md "Naming").
 
@@ -183,6 +184,22 @@ class CoreLoop {
   bool bulk_write_st(CoreConn& c, const ChunkRequest& req, const std::uint8_t* src, std::uint32_t lkey,
                      std::uint32_t len) noexcept;
   bool bulk_write_st(CoreConn& c, const ChunkRequest& req, std::uint32_t len) noexcept;
+
+  // Memory windows (core_windows.hpp): a requester exposes one request's memory through window `slot` of
+  // `c`'s QP, from the bind (staged before the request's send) until its invalidation completes (the
+  // service's on_window_invalidated_st). windows_st: how many `c` has (0: the backend or device has none).
+  std::uint32_t windows_st(const CoreConn& c) const noexcept {
+    if constexpr (WindowBackend<Backend>) {
+      return static_cast<std::uint32_t>(c.windows.size());
+    } else {
+      (void)c;
+      return 0;
+    }
+  }
+  // The window's new key (0: not bound, nothing staged).
+  std::uint32_t bind_window_st(CoreConn& c, std::uint32_t slot, const WindowBind& b) noexcept;
+  // False: nothing staged (the connection is not owned, or no such window).
+  bool invalidate_window_st(CoreConn& c, std::uint32_t slot) noexcept;
 
   // FAULT INJECTION ONLY (tests of misbehaving peers): sends `bytes` as one message exactly as given,
   // bypassing encode_message and the credit machine. Returns false when no descriptor is free.
@@ -399,6 +416,10 @@ class CoreLoop {
         drain_completed_st(c, wc);
         return;
       }
+      case WrKind::kWindowBind:
+      case WrKind::kWindowInv:
+        window_completed_st(wc);
+        return;
       case WrKind::kRdma:
       case WrKind::kRdmaFiller:
       default:
@@ -690,6 +711,9 @@ class CoreLoop {
   void end_bulk_st(CoreConn& c) noexcept;
   void unposted_rdma_st(CoreConn& c, std::uint16_t fifo_entry) noexcept;
 
+  // ---- memory windows (core_windows.hpp) -------------------------------------------------------------
+  void window_completed_st(const Completion& wc) noexcept;
+
   // ---- authentication (core_auth.hpp) ----------------------------------------------------------------
   void auth_gate_st(CoreConn& c, const protocol::Message& m) noexcept;
   void authenticate_st(CoreConn& c, const protocol::Message& m) noexcept;
@@ -744,3 +768,4 @@ class CoreLoop {
 #include "dataplane/core_bulk.hpp"      // IWYU pragma: export
 #include "dataplane/core_commands.hpp"  // IWYU pragma: export
 #include "dataplane/core_send.hpp"      // IWYU pragma: export
+#include "dataplane/core_windows.hpp"   // IWYU pragma: export

@@ -191,7 +191,7 @@ void CoreResources::free_slot_st(int slot) noexcept {
 }
 
 std::uint32_t send_queue_depth(const CoreConfig& cfg) noexcept {
-  return cfg.tx_per_conn + 1 + protocol::kMaxFragments;
+  return cfg.tx_per_conn + 1 + protocol::kMaxFragments + 2 * cfg.windows_per_conn;
 }
 
 void init_core_conn(CoreConn& cc, CoreResources& core, int slot, const CoreConnSetup& setup) {
@@ -229,6 +229,9 @@ void init_core_conn(CoreConn& cc, CoreResources& core, int slot, const CoreConnS
   cc.drain = TxDesc{};
   cc.drain.conn = &cc;
   cc.links.assign(cfg.tx_per_conn, 0);
+  // The windows the QP got (none when the backend or device has none: the requester falls back).
+  cc.windows.assign(setup.windows, WindowDesc{});
+  for (std::uint32_t i = 0; i < setup.windows; ++i) cc.windows[i] = WindowDesc{&cc, i};
   cc.sq_fifo.assign(std::bit_ceil(send_queue_depth(cfg)), 0);
   cc.sq_head = cc.sq_tail = 0;
   cc.quiesce_sq_mark = 0;

@@ -78,6 +78,9 @@ struct CoreConfig {
   // Non-null with idle kEvent: what the core sleeps on (its CQ's channel is cq_channel; set by the engine).
   CoreSleeper* sleeper = nullptr;
   std::uint32_t bulk_bytes_per_conn = 0;  // per-connection bulk buffer (chunk READ target / WRITE source)
+  // Type-2 memory windows per connection (the requester's per-request keys; core_windows.hpp): each adds a
+  // bind and an invalidation to what the send queue must hold. 0: none (a gateway's cores).
+  std::uint32_t windows_per_conn = 0;
   std::uint64_t keepalive_us = 0;       // 0: no keepalive NOOPs
   std::uint64_t dead_peer_us = 0;       // 0: never declare a peer dead
   // protocol.bulk_timeout_ms: an RDMA READ/WRITE chain still on the device this long after it started fails
@@ -213,10 +216,12 @@ struct CoreConnSetup {
   std::uint16_t signal_interval = 8;    // one signaled send per N (capped by the SQ depth)
   std::uint16_t rd_depth = 1;           // RDMA READs in flight at most
   bool hand_out_rkey = false;           // active side: chunk requests may name the core region
+  std::uint32_t windows = 0;            // type-2 memory windows the QP got (QpCaps::windows)
 };
 
-// Send work requests a connection may have on its QP at once: its messages, the drain marker, and one
-// chunk's RDMA READs/WRITEs. Control asks the backend for this send queue depth.
+// Send work requests a connection may have on its QP at once: its messages, the drain marker, one chunk's
+// RDMA READs/WRITEs, and a bind and an invalidation per memory window. Control asks the backend for this send
+// queue depth.
 std::uint32_t send_queue_depth(const CoreConfig& cfg) noexcept;
 
 // Resets `cc` and builds its descriptors over slot `slot` of `core` (control thread, before any receive of

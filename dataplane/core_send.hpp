@@ -313,7 +313,8 @@ void CoreLoop<B, S>::stage_tx_st(CoreConn& c, std::uint16_t tx) noexcept {
   cnt_.bytes_tx[d.type] += d.len;
 }
 
-// Records a staged send work request in the SQ FIFO (a tx descriptor, or kRdmaMarker / kRdmaFiller).
+// Records a staged send work request in the SQ FIFO (a tx descriptor, kRdmaMarker / kRdmaFiller, or a
+// window's kWindowBindEntry / kWindowInvEntry).
 template <typename B, typename S>
 void CoreLoop<B, S>::push_sq_st(CoreConn& c, std::uint16_t fifo_entry) noexcept {
   c.sq_fifo[c.sq_tail & (c.sq_fifo.size() - 1)] = fifo_entry;
@@ -395,7 +396,7 @@ void CoreLoop<B, S>::post_staged_st(CoreConn& c) noexcept {
       const std::uint16_t entry = c.sq_fifo[c.sq_tail & (c.sq_fifo.size() - 1)];
       if (entry == kRdmaMarker || entry == kRdmaFiller) {
         unposted_rdma_st(c, entry);
-      } else {
+      } else if (entry != kWindowBindEntry && entry != kWindowInvEntry) {
         free_tx_st(c, entry);
       }
     }
@@ -428,7 +429,7 @@ void CoreLoop<B, S>::pop_sq_st(CoreConn& c, std::uint32_t idx) noexcept {
     ++c.sq_head;
     if (done == kRdmaMarker || done == kRdmaFiller) {
       --c.bulk_op.in_sq;
-    } else {
+    } else if (done != kWindowBindEntry && done != kWindowInvEntry) {
       free_tx_st(c, done);
     }
     if (done == idx) break;

@@ -23,6 +23,7 @@
 struct rdma_cm_id;
 struct ibv_comp_channel;
 struct ibv_cq;
+struct ibv_mr;
 
 namespace rdmagate::dataplane {
 
@@ -69,6 +70,19 @@ struct QpCaps {
   std::uint32_t max_recv_wr = 0;      // ignored with `srq`: the QP has no receive queue of its own
   std::uint32_t max_inline_data = 0;  // requested; the device may grant less (read back into QpInfo)
   BackendSrq* srq = nullptr;          // the core's shared receive queue, or none (a receive queue per QP)
+  // Type-2 memory windows to allocate with the QP (DeviceBackend::type2_windows must be true): the
+  // requester's per-request keys (docs/client-internals.md "Key scope"). 0: none.
+  std::uint32_t windows = 0;
+};
+
+// One window bind: [addr, addr + len) of `mr` (registered with IBV_ACCESS_MW_BIND) exposed to the peer with
+// remote write (a GET's destination, which also needs local write on `mr`) or remote read only (a PUT's
+// source).
+struct WindowBind {
+  std::uint64_t addr = 0;
+  std::uint64_t len = 0;
+  ibv_mr* mr = nullptr;
+  bool remote_write = false;
 };
 
 // What the device granted, read back after creation.
@@ -121,6 +135,11 @@ class BackendSrq {
 template <typename B>
 concept SharedReceiveBackend = B::kSharedReceiveQueue && std::is_class_v<typename B::Srq>;
 
+// A backend whose hot path binds and invalidates type-2 memory windows (stage_bind_window_st,
+// stage_invalidate_window_st): the core loop compiles its window path in only for such a backend.
+template <typename B>
+concept WindowBackend = B::kWindows;
+
 enum class BackendKind : std::uint8_t {
   kVerbs = 0,  // generic libibverbs: every device
   kMlx5 = 1,   // mlx5 direct verbs: WQEs and CQEs built and parsed by the core (ConnectX, BlueField)
@@ -158,6 +177,9 @@ class DeviceBackend {
   virtual std::uint32_t post_receives(BackendQp& qp, std::span<const RecvPost> recvs, std::string* error) = 0;
   // Moves the QP to ERR: every posted work request flushes to the CQ. 0 or -errno.
   virtual int qp_to_err(BackendQp& qp) noexcept = 0;
+  // Whether QPs of this backend can carry type-2 memory windows (QpCaps::windows): the device binds them with
+  // a work request and its hot path stages those (WindowBackend). The default: no.
+  virtual bool type2_windows() const noexcept { return false; }
   // The most entries one CQ of this device may have (ibv_device_attr::max_cqe); 0: no known limit.
   virtual std::uint32_t max_cqe() const noexcept { return 0; }
   // A shared receive queue of at least `max_wr` receives for a core's QPs (QpCaps::srq). The default refuses:

@@ -31,6 +31,10 @@ class VerbsQp final : public BackendQp {
   std::uint32_t sends = 0, recvs = 0;
   // Staged beyond the arrays (a sizing bug): never posted, reported as unposted by the next flush.
   std::uint32_t sends_dropped = 0, recvs_dropped = 0;
+  // Type-2 memory windows (QpCaps::windows), deallocated before the QP goes; `window_rkey[i]` is the key
+  // window i was last bound with (a bind by work request does not move ibv_mw::rkey: the next bind does).
+  std::vector<ibv_mw*> windows;
+  std::vector<std::uint32_t> window_rkey;
 };
 
 class VerbsCq final : public BackendCq {
@@ -58,6 +62,7 @@ struct VerbsBackend {
   static constexpr BackendKind kKind = BackendKind::kVerbs;
   static constexpr const char* kName = "verbs";
   static constexpr bool kSharedReceiveQueue = false;
+  static constexpr bool kWindows = true;
   struct WithSrq;  // the same backend with the core's receives on a shared receive queue (below)
   static bool supports(ibv_context*) noexcept { return true; }
   static std::unique_ptr<DeviceBackend> make_device(ibv_context* ctx, ibv_pd* pd) { return make_verbs_device(ctx, pd); }
@@ -103,6 +108,53 @@ struct VerbsBackend {
     w->sg_list->lkey = local.lkey;
     w->wr.rdma.remote_addr = remote_addr;
     w->wr.rdma.rkey = rkey;
+  }
+
+  // Binds window `slot` of `q` (unsignaled: it completes only in error) with a key it never had before, which
+  // it returns: every request gets a key of its own, and a key of an earlier binding is dead. 0: no such
+  // window (nothing staged).
+  static std::uint32_t stage_bind_window_st(Qp& q, std::uint32_t slot, std::uint64_t wr_id,
+                                            const WindowBind& b) noexcept {
+    if (slot >= q.windows.size()) [[unlikely]]
+      return 0;
+    ibv_send_wr* w = next_send(q);
+    if (w == nullptr) [[unlikely]]
+      return 0;
+    // ibv_mw::rkey must name the key the device holds for the window when the bind is posted (rxe refuses a
+    // bind whose mw_rkey differs): the key of the previous bind, since a window is bound again only after
+    // its invalidation completed.
+    q.windows[slot]->rkey = q.window_rkey[slot];
+    const std::uint32_t rkey = ibv_inc_rkey(q.window_rkey[slot]);
+    q.window_rkey[slot] = rkey;
+    w->wr_id = wr_id;
+    w->num_sge = 0;
+    w->opcode = IBV_WR_BIND_MW;
+    w->send_flags = 0;
+    w->imm_data = 0;  // shares its bytes with invalidate_rkey, which an earlier use of this entry may have
+                      // set; rxe refuses a bind with immediate data
+    w->bind_mw.mw = q.windows[slot];
+    w->bind_mw.rkey = rkey;
+    w->bind_mw.bind_info.mr = b.mr;
+    w->bind_mw.bind_info.addr = b.addr;
+    w->bind_mw.bind_info.length = b.len;
+    w->bind_mw.bind_info.mw_access_flags =
+        b.remote_write ? (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE) : IBV_ACCESS_REMOTE_READ;
+    return rkey;
+  }
+
+  // Invalidates window `slot`'s current key (signaled: its completion says the peer can no longer use it).
+  static bool stage_invalidate_window_st(Qp& q, std::uint32_t slot, std::uint64_t wr_id) noexcept {
+    if (slot >= q.windows.size()) [[unlikely]]
+      return false;
+    ibv_send_wr* w = next_send(q);
+    if (w == nullptr) [[unlikely]]
+      return false;
+    w->wr_id = wr_id;
+    w->num_sge = 0;
+    w->opcode = IBV_WR_LOCAL_INV;
+    w->send_flags = IBV_SEND_SIGNALED;
+    w->invalidate_rkey = q.window_rkey[slot];
+    return true;
   }
 
   // Receives first, then sends: a credit never goes out ahead of the buffer it stands for.

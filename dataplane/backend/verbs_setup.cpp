@@ -14,6 +14,10 @@
 namespace rdmagate::dataplane {
 
 VerbsQp::~VerbsQp() {
+  // The windows first: a bound type-2 window holds its QP.
+  for (ibv_mw* mw : windows) {
+    if (ibv_dealloc_mw(mw) != 0) std::fprintf(stderr, "rdmagate: ibv_dealloc_mw: %m\n");
+  }
   if (id != nullptr && id->qp != nullptr) rdma_destroy_qp(id);
 }
 
@@ -114,7 +118,13 @@ void chain(VerbsQp& q, std::uint32_t sends, std::uint32_t recvs) {
 
 class VerbsDevice final : public DeviceBackend {
  public:
-  VerbsDevice(ibv_context* ctx, ibv_pd* pd) : ctx_(ctx), pd_(pd) {}
+  VerbsDevice(ibv_context* ctx, ibv_pd* pd) : ctx_(ctx), pd_(pd) {
+    ibv_device_attr da{};
+    // rxe has type 2B windows, ConnectX type 2B as well (2A: associated with a QP number, not the QP).
+    type2_windows_ =
+        ibv_query_device(ctx_, &da) == 0 &&
+        (da.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
+  }
 
   BackendKind kind() const noexcept override { return BackendKind::kVerbs; }
   const char* name() const noexcept override { return "verbs"; }
@@ -166,6 +176,22 @@ class VerbsDevice final : public DeviceBackend {
     // Everything the loop can stage between two flushes: at most a full send queue and a full receive queue
     // (none on a QP of the shared receive queue).
     chain(*q, caps.max_send_wr, srq != nullptr ? 0 : caps.max_recv_wr);
+    if (caps.windows != 0) {
+      if (!type2_windows_) {
+        *error = std::string("device ") + ibv_get_device_name(ctx_->device) + " has no type-2 memory windows";
+        return nullptr;
+      }
+      for (std::uint32_t i = 0; i < caps.windows; ++i) {
+        ibv_mw* mw = ibv_alloc_mw(pd_, IBV_MW_TYPE_2);
+        if (mw == nullptr) {
+          *error = "ibv_alloc_mw(type 2) " + std::to_string(i + 1) + " of " + std::to_string(caps.windows) +
+                   ": " + std::strerror(errno);
+          return nullptr;  // ~VerbsQp frees the windows so far and the QP
+        }
+        q->windows.push_back(mw);
+        q->window_rkey.push_back(mw->rkey);
+      }
+    }
     return q;
   }
 
@@ -174,6 +200,7 @@ class VerbsDevice final : public DeviceBackend {
     return post_first_receives<VerbsBackend>(q, recvs, q.recv_wr.size(), error);
   }
 
+  bool type2_windows() const noexcept override { return type2_windows_; }
   std::uint32_t max_cqe() const noexcept override { return verbs_max_cqe(ctx_); }
 
   int qp_to_err(BackendQp& qp) noexcept override { return verbs_qp_to_err(static_cast<VerbsQp&>(qp).qp); }
@@ -234,6 +261,7 @@ class VerbsDevice final : public DeviceBackend {
   static constexpr std::uint32_t kSrqChain = 1024;
   ibv_context* ctx_;
   ibv_pd* pd_;
+  bool type2_windows_ = false;
 };
 
 }  // namespace
