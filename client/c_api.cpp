@@ -658,6 +658,8 @@ int rdmagate_client_stats(const rdmagate_client* client, rdmagate_stats* stats) 
     full.connections_up = s.connections_up;
     full.auth_ok = s.auth_ok;
     full.auth_failures = s.auth_failures;
+    full.window_requests = s.window_requests;
+    full.unscoped_requests = s.unscoped_requests;
     // An older caller's smaller struct gets the prefix it knows; a newer caller's larger one keeps its tail.
     const std::size_t n = std::min(stats->struct_size, sizeof(full));
     full.struct_size = n;

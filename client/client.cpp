@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -279,13 +280,18 @@ class ClientImpl {
   void progress_thread_main();
 
   // Registrations of caller memory on the client's protection domain.
+  // With memory windows a registration grants the peer nothing itself: its key is never sent, and a window
+  // bound to it grants one request's access (binding one that grants remote write needs local write here).
   struct VerbsRegistrar {
     using Handle = ibv_mr*;
     ibv_pd* pd = nullptr;
+    bool windows = false;
+    static int access(bool writable, bool windows) {
+      if (windows) return writable ? (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND) : IBV_ACCESS_MW_BIND;
+      return writable ? (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) : IBV_ACCESS_REMOTE_READ;
+    }
     ibv_mr* reg(std::uintptr_t start, std::size_t len, bool writable) const {
-      return ibv_reg_mr(
-          pd, reinterpret_cast<void*>(start), len,
-          writable ? (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) : IBV_ACCESS_REMOTE_READ);
+      return ibv_reg_mr(pd, reinterpret_cast<void*>(start), len, access(writable, windows));
     }
     void dereg(ibv_mr* mr) const { ibv_dereg_mr(mr); }
     static std::uint32_t lkey(ibv_mr* mr) { return mr->lkey; }
@@ -296,15 +302,16 @@ class ClientImpl {
   void publish_st();
   // The pool's keys for the access asked for if [p, p + len) lies in the pool (lock-free: the pool MRs live
   // as long as the client).
-  bool pool_keys(std::uintptr_t a, std::size_t len, bool writable, std::uint32_t* lkey,
-                 std::uint32_t* rkey) const noexcept;
+  bool pool_keys(std::uintptr_t a, std::size_t len, bool writable, std::uint32_t* lkey, std::uint32_t* rkey,
+                 ibv_mr** mr) const noexcept;
   // On a caller thread: the keys of a registration covering [p, p + len) (writable: GET destinations): the
   // pool's, a cached one, or a new one. kOk or kRegistration.
-  Status keys_for(const void* p, std::size_t len, bool writable, std::uint32_t* lkey, std::uint32_t* rkey);
+  Status keys_for(const void* p, std::size_t len, bool writable, std::uint32_t* lkey, std::uint32_t* rkey,
+                  ibv_mr** mr);
   // On core `svc` (a callback that submits): the same keys without a syscall, and without a lock except
   // once per buffer per core. kOk or kRegistration (never registers).
   Status core_keys_for(ObjectClientService& svc, const void* p, std::size_t len, bool writable,
-                       std::uint32_t* lkey, std::uint32_t* rkey) noexcept;
+                       std::uint32_t* lkey, std::uint32_t* rkey, ibv_mr** mr) noexcept;
 
   ClientConfig cfg_;            // its secret is wiped once copied into creds_
   Credentials creds_;           // the services read it for the client's life; wiped in the destructor
@@ -365,6 +372,7 @@ class ClientImpl {
   dataplane::HugeBuffer pool_;
   ibv_mr* pool_read_mr_ = nullptr;
   ibv_mr* pool_write_mr_ = nullptr;
+  bool windows_ = false;  // chunked requests go through memory windows (the cores' QPs have them)
   std::mutex pool_mu_;
   std::map<std::size_t, std::size_t> pool_free_;            // offset -> bytes
   std::unordered_map<std::size_t, std::size_t> pool_used_;  // offset -> bytes
@@ -466,6 +474,9 @@ bool ClientImpl::start(std::string* error) {
     cc.keepalive_us = std::uint64_t{kMinor0KeepaliveMs} * 1000;
     cc.dead_peer_us = 0;  // a silent gateway fails the requests it holds at request_timeout
     cc.memory = memory;
+    // A window per chunk request a connection may have in flight (ServiceConfig::max_chunked_per_conn); the
+    // engine drops them where the device has none.
+    cc.windows_per_conn = c.memory_windows ? dataplane::kChunkQueue : 0;
     ec.cores.push_back(cc);
   }
   ec.local.params = protocol::ConnParams{c.queue_depth, c.max_message, protocol::kMaxFragments, 0xffffffffu};
@@ -477,17 +488,27 @@ bool ClientImpl::start(std::string* error) {
   ec.handshake_timeout = c.connect_timeout;
   engine_ = control::Engine::create(ec, error);
   if (!engine_) return false;
-  reg_.emplace(VerbsRegistrar{engine_->pd()}, page_);
+  windows_ = engine_->core(0).config().windows_per_conn != 0;
+  if (c.memory_windows && !windows_) {
+    // Said at every start: the gateway can reach every registered buffer, not only the request's.
+    std::fprintf(
+        stderr,
+        "rdmagate client: warning: device %s has no type-2 memory windows (or backend %s binds none): "
+        "chunked requests hand out the keys of whole registrations (docs/client.md \"Key scope\")\n",
+        engine_->device().name().c_str(), engine_->backend_name());
+  }
+  reg_.emplace(VerbsRegistrar{engine_->pd(), windows_}, page_);
 
   if (c.pool_bytes != 0) {
     pool_ = dataplane::HugeBuffer::allocate(c.pool_bytes, -1, 4096, error, memory);
     if (!pool_) return *error = "client: buffer pool: " + *error, false;
-    pool_read_mr_ = ibv_reg_mr(engine_->pd(), pool_.data(), pool_.size(), IBV_ACCESS_REMOTE_READ);
+    pool_read_mr_ =
+        ibv_reg_mr(engine_->pd(), pool_.data(), pool_.size(), VerbsRegistrar::access(false, windows_));
     if (pool_read_mr_ == nullptr) {
       return *error = std::string("client: ibv_reg_mr(pool, remote read): ") + std::strerror(errno), false;
     }
-    pool_write_mr_ = ibv_reg_mr(engine_->pd(), pool_.data(), pool_.size(),
-                                IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    pool_write_mr_ =
+        ibv_reg_mr(engine_->pd(), pool_.data(), pool_.size(), VerbsRegistrar::access(true, windows_));
     if (pool_write_mr_ == nullptr) {
       return *error = std::string("client: ibv_reg_mr(pool, remote write): ") + std::strerror(errno), false;
     }
@@ -834,21 +855,25 @@ void ClientImpl::release_buffer(const void* data) {
 }
 
 bool ClientImpl::pool_keys(std::uintptr_t a, std::size_t len, bool writable, std::uint32_t* lkey,
-                           std::uint32_t* rkey) const noexcept {
+                           std::uint32_t* rkey, ibv_mr** mr) const noexcept {
   const auto base = reinterpret_cast<std::uintptr_t>(pool_.data());
   if (!pool_ || a < base || len > pool_.size() || a - base > pool_.size() - len) return false;
-  const ibv_mr* mr = writable ? pool_write_mr_ : pool_read_mr_;
-  *lkey = mr->lkey;
-  *rkey = mr->rkey;
+  ibv_mr* const m = writable ? pool_write_mr_ : pool_read_mr_;
+  *lkey = m->lkey;
+  *rkey = m->rkey;
+  *mr = m;
   return true;
 }
 
 Status ClientImpl::keys_for(const void* p, std::size_t len, bool writable, std::uint32_t* lkey,
-                            std::uint32_t* rkey) {
+                            std::uint32_t* rkey, ibv_mr** mr) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
-  if (pool_keys(a, len, writable, lkey, rkey)) return Status::kOk;
+  if (pool_keys(a, len, writable, lkey, rkey, mr)) return Status::kOk;
   if (a + len < a || !reg_) return Status::kRegistration;
-  switch (reg_->keys_for(a, len, writable, lkey, rkey)) {
+  void* h = nullptr;
+  const auto found = reg_->keys_for(a, len, writable, lkey, rkey, &h);
+  *mr = static_cast<ibv_mr*>(h);
+  switch (found) {
     case RegistrationCache<VerbsRegistrar>::Found::kCached:
       cache_hits_.fetch_add(1, std::memory_order_relaxed);
       return Status::kOk;
@@ -862,11 +887,13 @@ Status ClientImpl::keys_for(const void* p, std::size_t len, bool writable, std::
 }
 
 Status ClientImpl::core_keys_for(ObjectClientService& svc, const void* p, std::size_t len, bool writable,
-                                 std::uint32_t* lkey, std::uint32_t* rkey) noexcept {
+                                 std::uint32_t* lkey, std::uint32_t* rkey, ibv_mr** mr) noexcept {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
-  if (pool_keys(a, len, writable, lkey, rkey)) return Status::kOk;
+  if (pool_keys(a, len, writable, lkey, rkey, mr)) return Status::kOk;
   if (a + len < a || !reg_) return Status::kRegistration;
-  const CoreRegCache::Outcome o = reg_->core_keys_for(svc.reg_cache_st(), a, len, writable, lkey, rkey);
+  void* h = nullptr;
+  const CoreRegCache::Outcome o = reg_->core_keys_for(svc.reg_cache_st(), a, len, writable, lkey, rkey, &h);
+  *mr = static_cast<ibv_mr*>(h);
   svc.count_reg_st(o);
   return o == CoreRegCache::Outcome::kUnregistered ? Status::kRegistration : Status::kOk;
 }
@@ -884,11 +911,12 @@ Status ClientImpl::submit(protocol::ObjectOp op, std::string_view key, void* buf
   // kCaller: this thread is the core (callback or not), and may register.
   ObjectClientService* const core = mode_ == Progress::kCaller ? services_[0].get() : ObjectClientService::current(id_);
   std::uint32_t lkey = 0, rkey = 0;
+  ibv_mr* mr = nullptr;
   if (chunk) {
     const bool writable = op == protocol::ObjectOp::kGet;
     const Status st = core != nullptr && mode_ != Progress::kCaller
-                          ? core_keys_for(*core, buf, size, writable, &lkey, &rkey)
-                          : keys_for(buf, size, writable, &lkey, &rkey);
+                          ? core_keys_for(*core, buf, size, writable, &lkey, &rkey, &mr)
+                          : keys_for(buf, size, writable, &lkey, &rkey, &mr);
     if (st != Status::kOk) return st;
   }
   void* slot = nullptr;
@@ -906,6 +934,7 @@ Status ClientImpl::submit(protocol::ObjectOp op, std::string_view key, void* buf
   d->size = size;
   d->lkey = lkey;
   d->rkey = rkey;
+  d->mr = mr;
   d->cb = cb;
   d->arg = arg;
   d->submit_tsc = rte_rdtsc();
@@ -1006,7 +1035,10 @@ ClientStats ClientImpl::stats() const {
     s.auth_ok += c.auth_ok.load(std::memory_order_relaxed);
     s.auth_failures += c.auth_failures.load(std::memory_order_relaxed);
     s.protocol_errors += c.auth_violations.load(std::memory_order_relaxed);
+    s.window_requests += c.window_requests.load(std::memory_order_relaxed);
+    s.unscoped_requests += c.unscoped_requests.load(std::memory_order_relaxed);
   }
+  s.memory_windows = windows_;
   // Read after the completions: submitted >= completed in every snapshot.
   s.submitted = submitted_.load(std::memory_order_acquire);
   s.busy = busy_.load(std::memory_order_relaxed);

@@ -134,6 +134,11 @@ struct ClientConfig {
   std::string principal;
   std::vector<std::uint8_t> secret;
   std::string secrets_file;
+  // Per-request keys (docs/client.md "Key scope"): each chunked request exposes only its own buffer, through
+  // a type-2 memory window bound for it and invalidated before its callback runs. Where the device has no
+  // type-2 windows the client logs so and hands out its registrations' keys (ClientStats::memory_windows
+  // says which). false: the registrations' keys always (an operator who measured the windows' cost).
+  bool memory_windows = true;
 };
 
 struct ClientStats {
@@ -159,6 +164,11 @@ struct ClientStats {
   std::uint64_t core_registration_hits = 0, core_registration_fills = 0, core_registration_unregistered = 0;
   // Authentication: connections that authenticated, and those that failed it (any of the kAuth* causes).
   std::uint64_t auth_ok = 0, auth_failures = 0;
+  // Key scope: whether chunked requests go through memory windows (false: the registrations' keys, because
+  // ClientConfig::memory_windows is false or the device has no type-2 windows); chunked requests sent each
+  // way.
+  bool memory_windows = false;
+  std::uint64_t window_requests = 0, unscoped_requests = 0;
 };
 
 class ClientImpl;

@@ -57,6 +57,7 @@ struct alignas(64) RequestDesc {
   std::uint64_t size = 0;       // PUT: value bytes; GET: capacity
   std::uint32_t lkey = 0;
   std::uint32_t rkey = 0;
+  ibv_mr* mr = nullptr;  // the registration lkey/rkey belong to (what a memory window is bound to)
   Callback cb = nullptr;
   void* arg = nullptr;
   std::uint64_t submit_tsc = 0;
@@ -221,7 +222,7 @@ class ObjectClientService {
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       Slot& s = slots_[i];
       if (s.spec.handle != c.handle.value) continue;
-      req_.attach_st(static_cast<std::uint32_t>(i), c);
+      req_.attach_st(static_cast<std::uint32_t>(i), c, api.windows_st(c));
       s.close_requested = false;
       st.slot = i + 1;
       if (c.session.auth_required) {
@@ -275,7 +276,7 @@ class ObjectClientService {
   }
 
   template <typename Api>
-  void on_response_st(Api&, dataplane::CoreConn& c, const protocol::Message& m) noexcept {
+  void on_response_st(Api& api, dataplane::CoreConn& c, const protocol::Message& m) noexcept {
     const std::uint32_t link = link_of(c);
     // Nothing but AUTH_ANSWER may come before authentication (no request was sent, so no answer is due).
     if (link != Requester::kNoLink && slots_[link].auth != AuthPhase::kOpen) [[unlikely]] {
@@ -283,13 +284,14 @@ class ObjectClientService {
       request_close_st(slots_[link], dataplane::CloseReason::kProtocolError);
       return;
     }
-    const dataplane::ObjectAnswer<RequestDesc> a = req_.on_answer_st(link, c, m);
-    if (a.user == nullptr) return;  // stale: counted by the requester
-    Result r;
-    r.status = a.malformed ? Status::kProtocol : map_object_status(static_cast<std::uint32_t>(a.status));
-    r.size = a.size;
-    r.wire_status = a.wire_status;
-    complete_st(a.user, r);
+    // No user: stale (counted by the requester), or kept until its memory window's invalidation completes.
+    deliver_st(req_.on_answer_st(api, link, c, m));
+  }
+
+  // Optional hook: a memory window's invalidation completed; the request it served gets its answer now.
+  template <typename Api>
+  void on_window_invalidated_st(Api&, dataplane::CoreConn& c, std::uint32_t window) noexcept {
+    deliver_st(req_.on_window_invalidated_st(link_of(c), c, window));
   }
 
   template <typename Api>
@@ -298,19 +300,22 @@ class ObjectClientService {
     if (!req_.carries_st(link, c)) return;
     // The QP is in ERR now: the gateway can no longer touch the buffers of what was in flight.
     const bool shutting = cfg_.shutdown->load(std::memory_order_relaxed);
-    req_.fail_all_st(link, [&](RequestDesc* d, bool timed_out) {
-      Result r;
-      if (shutting) {
-        r.status = Status::kShutdown;
-        bump(cnt_.shutdown);
-      } else if (timed_out) {
-        r.status = Status::kTimeout;
-      } else {
-        r.status = Status::kConnectionLost;
-        bump(cnt_.connection_lost);
-      }
-      complete_st(d, r);
-    });
+    req_.fail_all_st(
+        link,
+        [&](RequestDesc* d, bool timed_out) {
+          Result r;
+          if (shutting) {
+            r.status = Status::kShutdown;
+            bump(cnt_.shutdown);
+          } else if (timed_out) {
+            r.status = Status::kTimeout;
+          } else {
+            r.status = Status::kConnectionLost;
+            bump(cnt_.connection_lost);
+          }
+          complete_st(d, r);
+        },
+        [&](const dataplane::ObjectAnswer<RequestDesc>& a) { deliver_st(a); });
     Slot& s = slots_[link];
     s.close_requested = false;
     s.auth = AuthPhase::kClosed;
@@ -360,12 +365,15 @@ class ObjectClientService {
   void fail_all_after_stop(Status why) noexcept {
     fail_queued_st(why);
     for (std::uint32_t i = 0; i < slots_.size(); ++i) {
-      req_.fail_all_st(i, [&](RequestDesc* d, bool) {
-        Result r;
-        r.status = why;
-        bump(cnt_.shutdown);
-        complete_st(d, r);
-      });
+      req_.fail_all_st(
+          i,
+          [&](RequestDesc* d, bool) {
+            Result r;
+            r.status = why;
+            bump(cnt_.shutdown);
+            complete_st(d, r);
+          },
+          [&](const dataplane::ObjectAnswer<RequestDesc>& a) { deliver_st(a); });
     }
   }
 
@@ -491,6 +499,16 @@ class ObjectClientService {
     return i != 0 && i <= slots_.size() ? static_cast<std::uint32_t>(i - 1) : Requester::kNoLink;
   }
 
+  // An answer the requester hands back (user == nullptr: nothing to complete).
+  void deliver_st(const dataplane::ObjectAnswer<RequestDesc>& a) noexcept {
+    if (a.user == nullptr) return;
+    Result r;
+    r.status = a.malformed ? Status::kProtocol : map_object_status(static_cast<std::uint32_t>(a.status));
+    r.size = a.size;
+    r.wire_status = a.wire_status;
+    complete_st(a.user, r);
+  }
+
   void complete_st(RequestDesc* d, const Result& r) noexcept {
     const Callback cb = d->cb;
     void* const arg = d->arg;
@@ -568,6 +586,7 @@ class ObjectClientService {
     out.size = d->size;
     out.registered = d->registered;
     out.rkey = d->rkey;
+    out.mr = d->mr;
     const dataplane::ObjectSendResult sent = req_.send_st(api, link, out);
     switch (sent.status) {
       case dataplane::ObjectSendStatus::kSent:

@@ -32,6 +32,8 @@ class CoreRegCache {
     std::uintptr_t end = 0;  // 0: empty
     std::uint32_t lkey = 0;
     std::uint32_t rkey = 0;
+    // The registration itself (the Registrar's Handle): what a memory window binds to.
+    void* handle = nullptr;
     bool writable = false;  // LOCAL_WRITE|REMOTE_WRITE (a GET's); else REMOTE_READ only (a PUT's)
   };
 
@@ -94,7 +96,8 @@ class CoreRegCache {
 //
 // Registrar: `using Handle` (pointer-like, null on failure); `Handle reg(std::uintptr_t start, std::size_t
 // len, bool writable)` (writable: local and remote write; else remote read only); `void dereg(Handle)`;
-// `std::uint32_t lkey(Handle)`, `rkey(Handle)`.
+// `std::uint32_t lkey(Handle)`, `rkey(Handle)`. Handle is a pointer: the lookups also hand it out (`handle`,
+// optional), since a memory window is bound to the registration itself.
 template <typename Registrar>
 class RegistrationCache {
  public:
@@ -112,13 +115,15 @@ class RegistrationCache {
   // asked for (writable: GET destinations), from the cache or new registrations of the covering pages, one
   // per access. Two threads registering the same range at once both insert; either entry is valid, and
   // release() drops both. Read-only memory (a PUT of a string literal) registers for reading only.
-  Found keys_for(std::uintptr_t a, std::size_t len, bool writable, std::uint32_t* lkey, std::uint32_t* rkey) {
+  Found keys_for(std::uintptr_t a, std::size_t len, bool writable, std::uint32_t* lkey, std::uint32_t* rkey,
+                 void** handle = nullptr) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       std::uintptr_t found_start = 0;
       if (const Entry* e = find_locked(a, len, writable, &found_start)) {
         *lkey = Registrar::lkey(e->handle);
         *rkey = Registrar::rkey(e->handle);
+        if (handle != nullptr) *handle = e->handle;
         return Found::kCached;
       }
     }
@@ -131,6 +136,7 @@ class RegistrationCache {
     // an overlapping buffer on another thread may deregister it (and the registrar free it) at any time.
     *lkey = Registrar::lkey(h);
     *rkey = Registrar::rkey(h);
+    if (handle != nullptr) *handle = h;
     {
       std::lock_guard<std::mutex> lock(mu_);
       reg_.emplace(start, Entry{end, h, writable});
@@ -145,11 +151,13 @@ class RegistrationCache {
   // first round of a callback-driven load meets caller threads registering. Never registers: a buffer no
   // caller thread registered is kUnregistered.
   CoreRegCache::Outcome core_keys_for(CoreRegCache& cache, std::uintptr_t a, std::size_t len, bool writable,
-                                      std::uint32_t* lkey, std::uint32_t* rkey) noexcept {
+                                      std::uint32_t* lkey, std::uint32_t* rkey,
+                                      void** handle = nullptr) noexcept {
     cache.sync(gen_.load(std::memory_order_acquire));
     if (const CoreRegCache::Entry* e = cache.find(a, len, writable)) {
       *lkey = e->lkey;
       *rkey = e->rkey;
+      if (handle != nullptr) *handle = e->handle;
       return CoreRegCache::Outcome::kHit;
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -160,7 +168,8 @@ class RegistrationCache {
     cache.sync(gen_.load(std::memory_order_relaxed));
     *lkey = Registrar::lkey(e->handle);
     *rkey = Registrar::rkey(e->handle);
-    cache.insert(a, CoreRegCache::Entry{start, e->end, *lkey, *rkey, e->writable});
+    if (handle != nullptr) *handle = e->handle;
+    cache.insert(a, CoreRegCache::Entry{start, e->end, *lkey, *rkey, e->handle, e->writable});
     return CoreRegCache::Outcome::kFill;
   }
 

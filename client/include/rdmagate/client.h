@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 /* Version of this C API's contract; bumped with each minor addition (an int for preprocessor checks). */
-#define RDMAGATE_C_API_VERSION 2
+#define RDMAGATE_C_API_VERSION 3
 
 /* Status codes. Functions return them as int. 0..22 are rdmagate::client::Status, number for number. */
 enum rdmagate_status {
@@ -221,6 +221,9 @@ typedef struct rdmagate_stats {
   /* Since RDMAGATE_C_API_VERSION 2: */
   uint64_t auth_ok;         /* connections that authenticated */
   uint64_t auth_failures;   /* connections that failed authentication (any RDMAGATE_AUTH_* cause) */
+  /* Since RDMAGATE_C_API_VERSION 3 (per-request keys, docs/client.md "Key scope"): */
+  uint64_t window_requests;   /* chunked requests whose key was a memory window of their own */
+  uint64_t unscoped_requests; /* chunked requests that handed out a registration's key (no windows) */
 } rdmagate_stats;
 RDMAGATE_API int rdmagate_client_stats(const rdmagate_client* client, rdmagate_stats* stats);
 

@@ -26,6 +26,8 @@ class Stats(ctypes.Structure):
         ("reserved0", ctypes.c_uint32),
         ("auth_ok", ctypes.c_uint64),
         ("auth_failures", ctypes.c_uint64),
+        ("window_requests", ctypes.c_uint64),
+        ("unscoped_requests", ctypes.c_uint64),
     ]
 
 

@@ -2,7 +2,9 @@
 // API that encodes what the requester sends as the core would (protocol::encode_message for the connection's
 // session): what goes on the wire is decoded back (decode_message, parse_object_request) and checked field by
 // field; answers complete the right request with the right result; stale and forged cookies complete nothing;
-// a close hands every request in flight back exactly once; full tables refuse.
+// a close hands every request in flight back exactly once; full tables refuse; on a link with memory windows
+// each chunk names a window bound just before its send and the request comes back only after the window's
+// invalidation.
 #include "services/object/object_requester.hpp"
 
 #include <gtest/gtest.h>
@@ -63,6 +65,29 @@ struct FakeCore {
   };
   std::vector<Wire> sent;
   bool fail_sends = false;
+  // Memory windows, in the order staged: a bind (with the key it gave) or an invalidation, and the number of
+  // messages sent before it (a bind must come before its request's send).
+  struct WindowOp {
+    bool bind = false;
+    std::uint32_t slot = 0;
+    WindowBind b{};
+    std::uint32_t key = 0;
+    std::size_t sent_before = 0;
+  };
+  std::vector<WindowOp> window_ops;
+  std::uint32_t next_key = 0x7700;
+  bool fail_binds = false, fail_invalidations = false;
+
+  std::uint32_t bind_window_st(CoreConn&, std::uint32_t slot, const WindowBind& b) {
+    if (fail_binds) return 0;
+    window_ops.push_back(WindowOp{true, slot, b, ++next_key, sent.size()});
+    return next_key;
+  }
+  bool invalidate_window_st(CoreConn&, std::uint32_t slot) {
+    if (fail_invalidations) return false;
+    window_ops.push_back(WindowOp{false, slot, {}, 0, sent.size()});
+    return true;
+  }
 
   bool send_st(CoreConn& c, MessageType t, std::uint16_t op, std::uint64_t cookie,
                std::span<const std::uint8_t> p, std::uint32_t status = 0, std::uint32_t bytes = 0,
@@ -158,7 +183,7 @@ class ObjectRequesterTest : public ::testing::Test {
     return req_->send_st(api_, link, o);
   }
   ObjectAnswer<Req> answer(std::uint32_t link, const protocol::Message& m) {
-    return req_->on_answer_st(link, *conns_[link], m);
+    return req_->on_answer_st(api_, link, *conns_[link], m);
   }
   const ObjectRequesterCounters& cnt() { return req_->counters(); }
 
@@ -493,12 +518,12 @@ TEST_F(ObjectRequesterTest, StaleAndForgedCookiesCompleteNothing) {
   };
   for (const std::uint64_t k : forged) EXPECT_EQ(answer(0, ok(k)).user, nullptr) << std::hex << k;
   // The right cookie on the other link's connection, on a connection that is no link of ours, with no link.
-  EXPECT_EQ(req_->on_answer_st(1, *conns_[1], ok(s.cookie)).user, nullptr);
-  EXPECT_EQ(req_->on_answer_st(0, *conns_[1], ok(s.cookie)).user, nullptr);
+  EXPECT_EQ(req_->on_answer_st(api_, 1, *conns_[1], ok(s.cookie)).user, nullptr);
+  EXPECT_EQ(req_->on_answer_st(api_, 0, *conns_[1], ok(s.cookie)).user, nullptr);
   CoreConn stranger;
-  EXPECT_EQ(req_->on_answer_st(0, stranger, ok(s.cookie)).user, nullptr);
-  EXPECT_EQ(req_->on_answer_st(Requester::kNoLink, *conns_[0], ok(s.cookie)).user, nullptr);
-  EXPECT_EQ(req_->on_answer_st(7, *conns_[0], ok(s.cookie)).user, nullptr);
+  EXPECT_EQ(req_->on_answer_st(api_, 0, stranger, ok(s.cookie)).user, nullptr);
+  EXPECT_EQ(req_->on_answer_st(api_, Requester::kNoLink, *conns_[0], ok(s.cookie)).user, nullptr);
+  EXPECT_EQ(req_->on_answer_st(api_, 7, *conns_[0], ok(s.cookie)).user, nullptr);
   const std::uint64_t stale = std::size(forged) + 5;
   EXPECT_EQ(cnt().stale_answers.load(), stale);
   EXPECT_EQ(cnt().answered.load(), 0u);
@@ -648,8 +673,196 @@ TEST(ObjectRequesterCountersTest, CountsIntoTheOwnersBlock) {
   o.key = "k";
   ASSERT_EQ(req.send_st(api, 0, o).status, ObjectSendStatus::kSent);
   EXPECT_EQ(mine.deletes.load(), 1u);
-  EXPECT_EQ(req.on_answer_st(0, c, completion(1, ObjectOp::kDelete, ObjectStatus::kOk, 0)).user, nullptr);
+  EXPECT_EQ(req.on_answer_st(api, 0, c, completion(1, ObjectOp::kDelete, ObjectStatus::kOk, 0)).user,
+            nullptr);
   EXPECT_EQ(mine.stale_answers.load(), 1u);
+}
+
+// ---- memory windows
+// ------------------------------------------------------------------------------------------
+
+class ObjectRequesterWindowTest : public ObjectRequesterTest {
+ protected:
+  // One link whose connection has `windows` memory windows.
+  void start_windows(std::uint32_t windows, std::uint32_t max_chunked = kChunkQueue) {
+    start(1, 8, max_chunked);
+    req_->attach_st(0, *conns_[0], windows);
+  }
+  ObjectSendResult send_mr(Req& r, ObjectOp op, void* buf, std::uint64_t size, ibv_mr* mr = kMr) {
+    Outbound o;
+    o.user = &r;
+    o.op = op;
+    o.key = "w";
+    o.buf = buf;
+    o.size = size;
+    o.registered = true;
+    o.rkey = kRkey;
+    o.mr = mr;
+    return req_->send_st(api_, 0, o);
+  }
+  ObjectAnswer<Req> invalidated(std::uint32_t window) {
+    return req_->on_window_invalidated_st(0, *conns_[0], window);
+  }
+  // Never dereferenced: the fake core only passes it on.
+  inline static ibv_mr* const kMr = reinterpret_cast<ibv_mr*>(std::uintptr_t{0x5000});
+};
+
+// A chunk names a window bound to exactly the request's bytes, with the request's one access, staged before
+// the request's send; each bind has a key of its own and the registration's key never goes on the wire.
+TEST_F(ObjectRequesterWindowTest, EachChunkNamesAWindowBoundBeforeItsSend) {
+  start_windows(4);
+  EXPECT_EQ(req_->windows_st(0), 4u);
+  std::vector<std::uint8_t> src(5000), dst(8000), small(10);
+  Req put{1}, get{2}, tiny{3};
+  ASSERT_EQ(send_mr(put, ObjectOp::kPut, src.data(), src.size()).status, ObjectSendStatus::kSent);
+  ASSERT_EQ(send_mr(get, ObjectOp::kGet, dst.data(), dst.size()).status, ObjectSendStatus::kSent);
+  ASSERT_EQ(send_mr(tiny, ObjectOp::kPut, small.data(), small.size()).status, ObjectSendStatus::kSent);
+  ASSERT_EQ(api_.window_ops.size(), 2u) << "an inline request binds nothing";
+  ASSERT_EQ(api_.sent.size(), 3u);
+
+  const auto& pb = api_.window_ops[0];
+  EXPECT_TRUE(pb.bind);
+  EXPECT_EQ(pb.sent_before, 0u) << "bound before its send";
+  EXPECT_EQ(pb.b.addr, reinterpret_cast<std::uintptr_t>(src.data()));
+  EXPECT_EQ(pb.b.len, src.size());
+  EXPECT_EQ(pb.b.mr, kMr);
+  EXPECT_FALSE(pb.b.remote_write) << "a PUT's source is only read";
+  const auto& gb = api_.window_ops[1];
+  EXPECT_EQ(gb.sent_before, 1u);
+  EXPECT_NE(gb.slot, pb.slot);
+  EXPECT_EQ(gb.b.addr, reinterpret_cast<std::uintptr_t>(dst.data()));
+  EXPECT_EQ(gb.b.len, dst.size());
+  EXPECT_TRUE(gb.b.remote_write) << "a GET's destination is written";
+  EXPECT_NE(gb.key, pb.key);
+
+  const Decoded dp = decode(api_.sent[0]);
+  const Decoded dg = decode(api_.sent[1]);
+  ASSERT_EQ(dp.msg.chunk.count, 1u);
+  ASSERT_EQ(dg.msg.chunk.count, 1u);
+  EXPECT_EQ(dp.msg.chunk.fragments[0].rkey, pb.key);
+  EXPECT_EQ(dg.msg.chunk.fragments[0].rkey, gb.key);
+  EXPECT_EQ(cnt().window_requests.load(), 2u);
+  EXPECT_EQ(cnt().unscoped_requests.load(), 0u);
+}
+
+// The answer is kept until the window's invalidation completed: only then does the request come back, with
+// that answer; the same answer again, or a second notice, completes nothing.
+TEST_F(ObjectRequesterWindowTest, RequestComesBackOnlyAfterItsWindowIsInvalidated) {
+  start_windows(4);
+  std::vector<std::uint8_t> src(5000);
+  Req put{1};
+  const auto s = send_mr(put, ObjectOp::kPut, src.data(), src.size());
+  ASSERT_EQ(s.status, ObjectSendStatus::kSent);
+  const std::uint32_t slot = api_.window_ops[0].slot;
+
+  EXPECT_EQ(answer(0, completion(s.cookie, ObjectOp::kPut, ObjectStatus::kOk, 5000)).user, nullptr);
+  ASSERT_EQ(api_.window_ops.size(), 2u);
+  EXPECT_FALSE(api_.window_ops[1].bind);
+  EXPECT_EQ(api_.window_ops[1].slot, slot);
+  EXPECT_EQ(req_->inflight_st(0), 1u) << "still the caller's buffer's request until the window is dead";
+  EXPECT_EQ(cnt().answered.load(), 1u);
+  const auto stale = cnt().stale_answers.load();
+  EXPECT_EQ(answer(0, completion(s.cookie, ObjectOp::kPut, ObjectStatus::kOk, 5000)).user, nullptr);
+  EXPECT_EQ(cnt().stale_answers.load(), stale + 1) << "a repeated answer is stale";
+  EXPECT_EQ(api_.window_ops.size(), 2u);
+
+  const ObjectAnswer<Req> a = invalidated(slot);
+  EXPECT_EQ(a.user, &put);
+  EXPECT_FALSE(a.malformed);
+  EXPECT_EQ(a.status, ObjectStatus::kOk);
+  EXPECT_EQ(a.size, 5000u);
+  EXPECT_EQ(req_->inflight_st(0), 0u);
+  EXPECT_EQ(req_->chunked_st(0), 0u);
+  EXPECT_EQ(invalidated(slot).user, nullptr) << "a second notice";
+  EXPECT_EQ(invalidated(31).user, nullptr) << "a window the link does not have";
+
+  // A malformed answer is kept and reported the same way (a PUT answered with the wrong byte count).
+  Req bad{2};
+  const auto s2 = send_mr(bad, ObjectOp::kPut, src.data(), src.size());
+  ASSERT_EQ(s2.status, ObjectSendStatus::kSent);
+  EXPECT_EQ(answer(0, completion(s2.cookie, ObjectOp::kPut, ObjectStatus::kOk, 4999)).user, nullptr);
+  const ObjectAnswer<Req> b = invalidated(api_.window_ops.back().slot);
+  EXPECT_EQ(b.user, &bad);
+  EXPECT_TRUE(b.malformed);
+  EXPECT_NE(api_.window_ops[2].key, api_.window_ops[0].key) << "a window bound again gets a new key";
+}
+
+// Windows bound or being invalidated are chunk room in use: with fewer windows than the chunk budget, the
+// windows limit; an invalidation gives room back.
+TEST_F(ObjectRequesterWindowTest, WindowsInUseLimitChunkRoom) {
+  start_windows(2);
+  std::vector<std::uint8_t> buf(5000);
+  Req r[4];
+  std::vector<std::uint64_t> cookies;
+  for (int i = 0; i < 2; ++i) {
+    const auto s = send_mr(r[i], ObjectOp::kPut, buf.data(), buf.size());
+    ASSERT_EQ(s.status, ObjectSendStatus::kSent);
+    cookies.push_back(s.cookie);
+  }
+  EXPECT_FALSE(req_->room_st(0, true));
+  EXPECT_TRUE(req_->room_st(0, false));
+  EXPECT_EQ(send_mr(r[2], ObjectOp::kPut, buf.data(), buf.size()).status, ObjectSendStatus::kNoRoom);
+  EXPECT_EQ(answer(0, completion(cookies[0], ObjectOp::kPut, ObjectStatus::kOk, 5000)).user, nullptr);
+  EXPECT_FALSE(req_->room_st(0, true)) << "answered, but its window is not dead yet";
+  EXPECT_EQ(invalidated(api_.window_ops.back().slot).user, &r[0]);
+  EXPECT_TRUE(req_->room_st(0, true));
+  EXPECT_EQ(send_mr(r[2], ObjectOp::kPut, buf.data(), buf.size()).status, ObjectSendStatus::kSent);
+}
+
+// A send the core refuses after its window was bound: the window is invalidated, serves nobody, and is free
+// again once that completed. A bind the core refuses, or a request without a registration to bind to, is
+// refused with nothing sent.
+TEST_F(ObjectRequesterWindowTest, RefusalsLeaveNoWindowBound) {
+  start_windows(1);
+  std::vector<std::uint8_t> buf(5000);
+  Req r{1};
+  api_.fail_sends = true;
+  EXPECT_EQ(send_mr(r, ObjectOp::kPut, buf.data(), buf.size()).status, ObjectSendStatus::kRefused);
+  ASSERT_EQ(api_.window_ops.size(), 2u);
+  EXPECT_TRUE(api_.window_ops[0].bind);
+  EXPECT_FALSE(api_.window_ops[1].bind);
+  EXPECT_FALSE(req_->room_st(0, true)) << "the window is not free before its invalidation completed";
+  EXPECT_EQ(invalidated(0).user, nullptr);
+  EXPECT_TRUE(req_->room_st(0, true));
+  api_.fail_sends = false;
+
+  api_.fail_binds = true;
+  EXPECT_EQ(send_mr(r, ObjectOp::kPut, buf.data(), buf.size()).status, ObjectSendStatus::kRefused);
+  api_.fail_binds = false;
+  EXPECT_EQ(send_mr(r, ObjectOp::kGet, buf.data(), buf.size(), nullptr).status, ObjectSendStatus::kRefused);
+  EXPECT_TRUE(api_.sent.empty());
+  EXPECT_EQ(cnt().send_refused.load(), 3u);
+  EXPECT_EQ(req_->inflight_st(0), 0u);
+  EXPECT_TRUE(req_->room_st(0, true));
+}
+
+// A close hands back a kept answer as the answer (the QP is in ERR: the window is dead), and fails the rest.
+TEST_F(ObjectRequesterWindowTest, CloseHandsBackKeptAnswers) {
+  start_windows(4);
+  std::vector<std::uint8_t> buf(5000);
+  Req answered_req{1}, open_req{2};
+  const auto s1 = send_mr(answered_req, ObjectOp::kGet, buf.data(), buf.size());
+  const auto s2 = send_mr(open_req, ObjectOp::kGet, buf.data(), buf.size());
+  ASSERT_EQ(s1.status, ObjectSendStatus::kSent);
+  ASSERT_EQ(s2.status, ObjectSendStatus::kSent);
+  EXPECT_EQ(answer(0, completion(s1.cookie, ObjectOp::kGet, ObjectStatus::kNotFound, 0)).user, nullptr);
+  std::vector<int> failed, answered;
+  req_->fail_all_st(
+      0, [&](Req* r, bool) { failed.push_back(r->id); },
+      [&](const ObjectAnswer<Req>& a) {
+        answered.push_back(a.user->id);
+        EXPECT_EQ(a.status, ObjectStatus::kNotFound);
+      });
+  EXPECT_EQ(failed, std::vector<int>{2});
+  EXPECT_EQ(answered, std::vector<int>{1});
+  EXPECT_EQ(req_->inflight_st(0), 0u);
+  // Reattached without windows (the new QP's device has none): chunks carry the registration's key again.
+  req_->attach_st(0, *conns_[0], 0);
+  const auto before = api_.window_ops.size();
+  ASSERT_EQ(send_mr(open_req, ObjectOp::kGet, buf.data(), buf.size()).status, ObjectSendStatus::kSent);
+  EXPECT_EQ(api_.window_ops.size(), before);
+  EXPECT_EQ(decode(api_.sent.back()).msg.chunk.fragments[0].rkey, kRkey);
+  EXPECT_EQ(cnt().unscoped_requests.load(), 1u);
 }
 
 }  // namespace
