@@ -1080,6 +1080,7 @@ bool run_kv(const Options& o, Report* rep) {
   cc.device = o.device;
   cc.principal = o.principal;
   cc.secrets_file = o.secrets_file;
+  cc.memory_windows = o.memory_windows;
   // The bench is a high-rate client: pinned polling lcores on its own EAL unless --progress says otherwise
   // (the library's own default is kCaller).
   switch (o.client_progress) {

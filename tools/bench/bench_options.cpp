@@ -129,6 +129,8 @@ std::string usage_text() {
          "--secrets-file)\n"
          "  --secrets-file PATH      YAML secrets file in the gateway's format holding NAME's secret (mode\n"
          "                           0600: group and others no bit); connect mode then times the AUTH too\n"
+         "  --no-memory-windows      put/get/mixed: hand the gateway registration keys instead of a memory\n"
+         "                           window per request (to measure what the windows cost)\n"
          "  --json FILE|-            also write the results as JSON (-: JSON on stdout instead of the "
          "table)\n"
          "  --quiet                  no progress lines\n"
@@ -203,6 +205,7 @@ enum LongOnly : int {
   kOptProgress,
   kOptPrincipal,
   kOptSecretsFile,
+  kOptNoMemoryWindows,
 };
 
 constexpr char kShortOpts[] = ":s:an:D:q:t:d:p:c:RFVh";
@@ -242,6 +245,7 @@ const option kLongOpts[] = {
     {"progress", required_argument, nullptr, kOptProgress},
     {"principal", required_argument, nullptr, kOptPrincipal},
     {"secrets-file", required_argument, nullptr, kOptSecretsFile},
+    {"no-memory-windows", no_argument, nullptr, kOptNoMemoryWindows},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -417,6 +421,9 @@ CliParse parse_cli(int argc, char* const* argv, const CliEnv& env) {
         if (*v == '\0') return bad();
         o.secrets_file = v;
         break;
+      case kOptNoMemoryWindows:
+        o.memory_windows = false;
+        break;
       default:
         return fail("unhandled option " + flag_name(ch));
     }
@@ -464,6 +471,9 @@ CliParse parse_cli(int argc, char* const* argv, const CliEnv& env) {
   if (o.mode != Mode::kMixed && given.count(kOptRatio) != 0) return fail("--ratio applies to mixed only");
   if (given.count(kOptProgress) != 0 && !uses_client(o.mode)) {
     return fail("--progress applies to put, get and mixed (echo and sink drive the engine directly)");
+  }
+  if (given.count(kOptNoMemoryWindows) != 0 && !uses_client(o.mode)) {
+    return fail("--no-memory-windows applies to put, get and mixed (the client library's keys)");
   }
   if (o.client_progress != ClientProgress::kEalLcores && c.cores != 1) {
     return fail("--progress " + std::string(client_progress_name(o.client_progress)) +

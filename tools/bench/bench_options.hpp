@@ -50,6 +50,8 @@ struct Options {
   // secret; both or neither. Every mode authenticates with them when the gateway asks.
   std::string principal;
   std::string secrets_file;
+  // put/get/mixed: a memory window per chunked request (the client's default); false: registration keys.
+  bool memory_windows = true;
   const std::atomic<bool>* interrupt = nullptr;  // set (e.g. by SIGINT): end the current size early, stop
 };
 

@@ -115,6 +115,7 @@ TEST(BenchCli, UnknownFlagsAndMissingValuesAreUsageErrors) {
       {{"get", "1.1.1.1", "--ratio", "0.3"}, "--ratio applies to mixed only"},
       {{"get", "1.1.1.1", "--progress", "poll"}, "--progress poll: eal, thread or caller"},
       {{"echo", "1.1.1.1", "--progress", "caller"}, "--progress applies to put, get and mixed"},
+      {{"sink", "1.1.1.1", "--no-memory-windows"}, "--no-memory-windows applies to put, get and mixed"},
       {{"get", "1.1.1.1", "--progress=thread", "--cores", "2"}, "--progress thread runs one core"},
       {{"get", "1.1.1.1", "-a", "-s", "64"}, "exclude each other"},
       {{"1.1.1.1"}, "no MODE given"},
@@ -147,7 +148,7 @@ TEST(BenchCli, HelpListsEveryFlagWithItsShortForm) {
         "-F, --CPU-freq", "-V, --version", "-h, --help",        "--preset",         "--warmup",
         "--keys",         "--ratio",       "--cores",           "--lcores",         "--yield",
         "--verify",       "--max-message", "--connect-timeout", "--json",           "--quiet",
-        "--server",       "--principal",   "--secrets-file"}) {
+        "--server",       "--principal",   "--secrets-file", "--no-memory-windows"}) {
     EXPECT_NE(u.find(f), std::string::npos) << f << " missing from --help";
   }
   EXPECT_NE(u.find("round trip"), std::string::npos);
@@ -214,6 +215,13 @@ TEST(BenchCli, ProgressModeOfTheClientLibrary) {
   EXPECT_EQ(parse({"mixed", "1.1.1.1", "--progress=caller"}).cli.bench.client_progress,
             ClientProgress::kCaller);
   EXPECT_EQ(parse({"get", "1.1.1.1", "--progress", "eal", "--cores", "2"}).action, CliAction::kRun);
+}
+
+TEST(BenchCli, MemoryWindowsAreTheDefaultAndCanBeTurnedOff) {
+  EXPECT_TRUE(parse({"get", "1.1.1.1"}).cli.bench.memory_windows);
+  const CliParse p = parse({"put", "1.1.1.1", "--no-memory-windows"});
+  ASSERT_EQ(p.action, CliAction::kRun) << p.error;
+  EXPECT_FALSE(p.cli.bench.memory_windows);
 }
 
 TEST(BenchCli, ConnectModeCountsConnectionsWithN) {
