@@ -708,6 +708,154 @@ struct WriteChainFixture {
   }
 };
 
+// ---- memory windows (core_windows.hpp) ----------------------------------------------------------------
+
+// A requester's per-request keys, as a service stages them: a bind of window `slot` over a range, and its
+// invalidation, each on command from the test (once per loop turn, from on_poll_st); the invalidations the
+// core reported back.
+struct WindowService {
+  struct ConnState {
+    std::uint32_t unused = 0;
+  };
+  CoreConn* conn = nullptr;
+  bool want_bind = false, want_invalidate = false;
+  std::uint32_t slot = 0;
+  WindowBind bind{};
+  std::uint32_t key = 0;  // what the last bind returned
+  bool invalidate_staged = false;
+  std::vector<std::uint32_t> invalidated;
+
+  template <typename Api>
+  void on_adopt_st(Api&, CoreConn& c) noexcept {
+    c.svc.reset<ConnState>();
+    conn = &c;
+  }
+  template <typename Api>
+  void on_request_st(Api&, CoreConn&, const protocol::Message&) noexcept {}
+  template <typename Api>
+  void on_response_st(Api&, CoreConn&, const protocol::Message&) noexcept {}
+  template <typename Api>
+  void on_close_st(Api&, CoreConn&) noexcept {
+    conn = nullptr;
+  }
+  template <typename Api>
+  bool on_poll_st(Api& api) noexcept {
+    if (conn == nullptr) return false;
+    if (want_bind) {
+      want_bind = false;
+      key = api.bind_window_st(*conn, slot, bind);
+      return true;
+    }
+    if (want_invalidate) {
+      want_invalidate = false;
+      invalidate_staged = api.invalidate_window_st(*conn, slot);
+      return true;
+    }
+    return false;
+  }
+  template <typename Api>
+  void on_window_invalidated_st(Api&, CoreConn&, std::uint32_t w) noexcept {
+    invalidated.push_back(w);
+  }
+};
+
+// A bound window grants its one access to exactly its range through its own QP, until its invalidation has
+// completed; each bind has a new key; the FIFO accounting holds after every turn (Core::turn audits it); the
+// invalidation's completion reaches the service. A bind the device refuses fails the connection.
+TEST(CoreLoopFake, MemoryWindowGrantsItsRangeUntilInvalidated) {
+  FakeRig rig;
+  FakeDevice& dev = rig.model();
+  WindowService svc;
+  CoreConfig cfg = test_core_config();
+  cfg.windows_per_conn = 2;
+  Core<FakeRig, WindowService> core(rig, svc, cfg);
+  LoopbackConn& c = core.open();
+  core.adopt(c);
+  ASSERT_EQ(c.cc().windows.size(), 2u);
+  EXPECT_EQ(core.loop->windows_st(c.cc()), 2u);
+  EXPECT_EQ(c.qp().max_send_wr(), send_queue_depth(cfg)) << "two more send work requests per window";
+  EXPECT_EQ(send_queue_depth(cfg), cfg.tx_per_conn + 1 + protocol::kMaxFragments + 4);
+
+  std::vector<std::uint8_t> mem(8192);
+  const auto base = reinterpret_cast<std::uintptr_t>(mem.data());
+  std::string err;
+  std::unique_ptr<BackendMr> mr = dev.register_memory(mem.data(), mem.size(), IBV_ACCESS_MW_BIND, &err);
+  ASSERT_NE(mr, nullptr) << err;
+  ibv_mr vmr{};
+  vmr.lkey = mr->lkey;
+  EXPECT_FALSE(dev.remote_access(c.qp(), base, 64, mr->rkey, IBV_ACCESS_REMOTE_READ))
+      << "a registration for binding grants nothing by its own key";
+
+  const std::uint64_t sends_before = core.counters().send_wrs;
+  svc.slot = 0;
+  svc.bind = WindowBind{base + 1024, 2048, &vmr, false};
+  svc.want_bind = true;
+  core.settle();
+  const std::uint32_t k1 = svc.key;
+  ASSERT_NE(k1, 0u);
+  EXPECT_EQ(core.counters().send_wrs, sends_before + 1);
+  EXPECT_EQ(core.counters().completions_send, 0u) << "the bind is unsignaled";
+  EXPECT_TRUE(dev.remote_access(c.qp(), base + 1024, 2048, k1, IBV_ACCESS_REMOTE_READ));
+  EXPECT_FALSE(dev.remote_access(c.qp(), base + 1024, 2048, k1, IBV_ACCESS_REMOTE_WRITE)) << "read only";
+  EXPECT_FALSE(dev.remote_access(c.qp(), base + 1023, 64, k1, IBV_ACCESS_REMOTE_READ)) << "before the range";
+  EXPECT_FALSE(dev.remote_access(c.qp(), base + 3000, 100, k1, IBV_ACCESS_REMOTE_READ)) << "past the range";
+  EXPECT_FALSE(dev.remote_access(c.peer().qp(), base + 1024, 64, k1, IBV_ACCESS_REMOTE_READ))
+      << "a type-2 window is reached through its own QP only";
+
+  svc.want_invalidate = true;
+  core.settle();
+  EXPECT_TRUE(svc.invalidate_staged);
+  EXPECT_EQ(svc.invalidated, std::vector<std::uint32_t>{0});
+  EXPECT_EQ(core.counters().completions_send, 1u) << "the invalidation is signaled";
+  EXPECT_FALSE(dev.remote_access(c.qp(), base + 1024, 64, k1, IBV_ACCESS_REMOTE_READ)) << "dead after it";
+
+  // Bound again (a GET's destination: remote write, which needs local write on the registration): a new key,
+  // the old one stays dead. Memory registered without local write refuses it: the connection fails.
+  std::unique_ptr<BackendMr> wmr =
+      dev.register_memory(mem.data(), mem.size(), IBV_ACCESS_MW_BIND | IBV_ACCESS_LOCAL_WRITE, &err);
+  ASSERT_NE(wmr, nullptr) << err;
+  ibv_mr wvmr{};
+  wvmr.lkey = wmr->lkey;
+  svc.bind = WindowBind{base, 4096, &wvmr, true};
+  svc.want_bind = true;
+  core.settle();
+  const std::uint32_t k2 = svc.key;
+  EXPECT_NE(k2, k1);
+  EXPECT_TRUE(dev.remote_access(c.qp(), base, 4096, k2, IBV_ACCESS_REMOTE_WRITE));
+  EXPECT_FALSE(dev.remote_access(c.qp(), base, 4096, k1, IBV_ACCESS_REMOTE_WRITE));
+  EXPECT_TRUE(core.replies.failed.empty());
+
+  svc.slot = 1;
+  svc.bind = WindowBind{base, 4096, &vmr, true};  // remote write over memory registered without local write
+  svc.want_bind = true;
+  core.settle();
+  EXPECT_NE(svc.key, 0u) << "staged: only the device can refuse it";
+  ASSERT_EQ(core.replies.failed_count(c.handle()), 1u) << "the refused bind fails the connection";
+  EXPECT_EQ(core.replies.failed[0].status, static_cast<std::uint32_t>(IBV_WC_MW_BIND_ERR));
+  EXPECT_EQ(c.cc().state, CoreConnState::kFailed);
+  EXPECT_EQ(core.loop->bind_window_st(c.cc(), 0, svc.bind), 0u) << "nothing binds on a failed connection";
+  EXPECT_FALSE(core.loop->invalidate_window_st(c.cc(), 0));
+  core.close(c);
+  core.settle();
+  EXPECT_EQ(core.replies.closed_count(c.handle()), 1u);
+  EXPECT_EQ(dev.outstanding(c.qp()), 0u);
+}
+
+// Without type-2 windows on the device, a connection gets none and the service learns it (windows_st 0).
+TEST(CoreLoopFake, DeviceWithoutWindowsGivesNone) {
+  FakeRig rig;
+  rig.dev.set_type2_windows(false);
+  WindowService svc;
+  CoreConfig cfg = test_core_config();
+  cfg.windows_per_conn = 2;
+  Core<FakeRig, WindowService> core(rig, svc, cfg);
+  LoopbackConn& c = core.open();
+  core.adopt(c);
+  EXPECT_EQ(core.loop->windows_st(c.cc()), 0u);
+  EXPECT_EQ(core.loop->bind_window_st(c.cc(), 0, WindowBind{}), 0u);
+  EXPECT_FALSE(core.loop->invalidate_window_st(c.cc(), 0));
+}
+
 TEST(CoreLoopFake, FailedPostInTheMiddleOfAWriteChainEndsTheOpOnceAndFailsTheConnection) {
   WriteChainFixture f;
   f.start_get_with_failing_third_write();

@@ -148,6 +148,10 @@ std::unique_ptr<BackendQp> FakeDevice::create_qp(rdma_cm_id*, BackendCq& cq, con
     *error = "fake create_qp: empty queue";
     return nullptr;
   }
+  if (caps.windows != 0 && !type2_windows_) {
+    *error = "fake create_qp: no type-2 memory windows";
+    return nullptr;
+  }
   std::unique_ptr<FakeQp> q = make_qp(static_cast<FakeCq&>(cq), caps, out);
   q->srq_ = static_cast<FakeSrq*>(caps.srq);
   if (q->srq_ != nullptr) {
@@ -206,6 +210,12 @@ std::unique_ptr<FakeQp> FakeDevice::make_qp(FakeCq& cq, const QpCaps& caps, QpIn
   q->qp_num = next_qp_num_++;
   q->max_send_wr_ = caps.max_send_wr;
   q->max_recv_wr_ = caps.max_recv_wr;
+  for (std::uint32_t i = 0; i < caps.windows; ++i) {
+    // Keys of their own range (registrations' have bit 31): an index and a key byte, as a device's.
+    const std::uint32_t rkey = 0x40000000u | (next_window_++ << 8);
+    q->windows_.push_back(FakeQp::Window{rkey, false, 0, 0, 0});
+    q->window_staged_rkey_.push_back(rkey);
+  }
   if (out != nullptr) {
     out->qp_num = q->qp_num;
     out->max_send_wr = caps.max_send_wr;
@@ -278,8 +288,14 @@ bool FakeDevice::local_ok(const Segment& s, bool write) const noexcept {
   return !write || (r->access & IBV_ACCESS_LOCAL_WRITE) != 0;
 }
 
-bool FakeDevice::remote_ok(std::uint64_t addr, std::uint32_t len, std::uint32_t rkey,
+bool FakeDevice::remote_ok(const FakeQp& target, std::uint64_t addr, std::uint32_t len, std::uint32_t rkey,
                            int access) const noexcept {
+  // A type-2 window is reached only through its own QP (another QP's key names nothing here).
+  for (const FakeQp::Window& w : target.windows_) {
+    if (w.rkey != rkey) continue;
+    if (!w.valid || addr < w.addr || addr - w.addr > w.len || len > w.len - (addr - w.addr)) return false;
+    return (w.access & access) == access;
+  }
   for (const Region& r : regions_) {
     if (r.rkey != rkey) continue;
     if (addr < r.addr || addr - r.addr > r.len || len > r.len - (addr - r.addr)) return false;
@@ -434,7 +450,7 @@ bool FakeDevice::execute_send_head(FakeQp& q) {
         ++stats_.local_errors;
         return fail(IBV_WC_LOC_PROT_ERR);
       }
-      if (!remote_ok(head.remote_addr, head.local.len, head.rkey, IBV_ACCESS_REMOTE_READ)) {
+      if (!remote_ok(*p, head.remote_addr, head.local.len, head.rkey, IBV_ACCESS_REMOTE_READ)) {
         ++stats_.remote_errors;
         return fail(IBV_WC_REM_ACCESS_ERR);
       }
@@ -448,7 +464,7 @@ bool FakeDevice::execute_send_head(FakeQp& q) {
         ++stats_.local_errors;
         return fail(IBV_WC_LOC_PROT_ERR);
       }
-      if (!remote_ok(head.remote_addr, head.local.len, head.rkey, IBV_ACCESS_REMOTE_WRITE)) {
+      if (!remote_ok(*p, head.remote_addr, head.local.len, head.rkey, IBV_ACCESS_REMOTE_WRITE)) {
         ++stats_.remote_errors;
         return fail(IBV_WC_REM_ACCESS_ERR);
       }
@@ -457,10 +473,42 @@ bool FakeDevice::execute_send_head(FakeQp& q) {
                    head.local.len);
       q.stats_.bytes_written += head.local.len;
       return done();
+    case WrOp::kBind:
+    case WrOp::kLocalInv:
+      return execute_window_op(q);
     case WrOp::kRecv:
       break;
   }
   return false;
+}
+
+// A bind or local invalidation at the head of q's send queue (q in RTS): local work, no peer involved.
+bool FakeDevice::execute_window_op(FakeQp& q) {
+  const FakeWr w = std::move(q.sq_.front());
+  q.sq_.pop_front();
+  std::uint32_t status = IBV_WC_MW_BIND_ERR;
+  if (w.window < q.windows_.size()) {
+    FakeQp::Window& win = q.windows_[w.window];
+    if (w.op == WrOp::kLocalInv) {
+      if (win.valid && win.rkey == w.rkey) {
+        win.valid = false;
+        status = IBV_WC_SUCCESS;
+      }
+    } else {
+      const Region* r = by_lkey(w.bind_lkey);
+      const bool in_range = r != nullptr && w.bind_addr >= r->addr && w.bind_addr - r->addr <= r->len &&
+                            w.bind_len <= r->len - (w.bind_addr - r->addr) && w.bind_len != 0;
+      if (!win.valid && in_range && (r->access & IBV_ACCESS_MW_BIND) != 0 &&
+          (!w.bind_write || (r->access & IBV_ACCESS_LOCAL_WRITE) != 0) &&
+          (w.rkey & ~0xffu) == (win.rkey & ~0xffu) && w.rkey != win.rkey) {
+        win = FakeQp::Window{w.rkey, true, w.bind_addr, w.bind_len,
+                             w.bind_write ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ};
+        status = IBV_WC_SUCCESS;
+      }
+    }
+  }
+  complete(q, w, Queue::kSend, status, 0);
+  return true;
 }
 
 bool FakeDevice::step(FakeQp& q, Queue which) {
@@ -561,6 +609,12 @@ std::string audit(const CoreConn& cc, const FakeQp& qp) {
         if (cc.bulk_op.state == BulkState::kIdle) fail(at + "RDMA of a bulk op that has ended");
         break;
       }
+      case WrKind::kWindowBind:
+      case WrKind::kWindowInv: {
+        const std::uint16_t want = wr_kind(id) == WrKind::kWindowBind ? kWindowBindEntry : kWindowInvEntry;
+        if (entry != want) fail(at + "window operation, FIFO entry " + std::to_string(entry));
+        break;
+      }
       default:
         fail(at + "a drain marker that is not the newest, or a receive");
         break;
@@ -569,7 +623,10 @@ std::string audit(const CoreConn& cc, const FakeQp& qp) {
   std::size_t in_fifo = 0;
   for (std::uint32_t k = cc.sq_head; k != cc.sq_tail; ++k) {
     const std::uint16_t entry = cc.sq_fifo[k & mask];
-    if (entry == kRdmaMarker || entry == kRdmaFiller) continue;
+    if (entry == kRdmaMarker || entry == kRdmaFiller || entry == kWindowBindEntry ||
+        entry == kWindowInvEntry) {
+      continue;
+    }
     if (entry >= where.size() || (where[entry] & 2) != 0) {
       fail("FIFO entry " + std::to_string(entry) + " twice or out of range");
       continue;
@@ -782,6 +839,7 @@ std::unique_ptr<LoopbackConn> LoopbackConn::open(DeviceBackend& dev, FakeDevice&
   caps.max_recv_wr = cfg.rx_per_conn;
   caps.max_inline_data = std::min(cfg.buf_size, opt.inline_bytes);
   caps.srq = core.srq();
+  caps.windows = dev.type2_windows() ? cfg.windows_per_conn : 0;  // as Engine::create decides
   CoreConnSetup setup;
   std::unique_ptr<BackendQp> qp = dev.create_qp(nullptr, core.cq(), caps, &setup.granted, error);
   if (qp == nullptr) return nullptr;
@@ -796,6 +854,7 @@ std::unique_ptr<LoopbackConn> LoopbackConn::open(DeviceBackend& dev, FakeDevice&
   setup.signal_interval = opt.signal_interval;
   setup.rd_depth = opt.rd_depth;
   setup.hand_out_rkey = false;  // the passive side
+  setup.windows = caps.windows;
   lc->cc_ = std::make_unique<CoreConn>();
   CoreConn& cc = *lc->cc_;
   init_core_conn(cc, core, lc->slot_, setup);

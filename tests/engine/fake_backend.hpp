@@ -28,6 +28,11 @@
 //     slots when the receive's CQE is polled, as on mlx5: so the fake sees a loop that posts more than the
 //     SQ it asked for even when every earlier send already ran.
 //   - poll_st can be told to fail (a CQ error: it returns -1).
+//   - type-2 memory windows (QpCaps::windows; set_type2_windows(false): a device without): a bind and a local
+//     invalidation run in the send queue in order like any work request; a bound window grants its one
+//     access to its range, and only through its own QP; a bind of a window that is bound, of memory
+//     registered without IBV_ACCESS_MW_BIND or outside it, or a remote write window over memory without
+//     local write, fails with IBV_WC_MW_BIND_ERR.
 //   - a shared receive queue (FakeSrq, create_srq): a QP created on one has no receive queue; a SEND to it
 //     lands in the SRQ's oldest posted receive (RNR while it has none), and the receive's CQE names the QP
 //     (Completion::qp_num). The SRQ's receives are not the QP's: a QP in ERR flushes none of them.
@@ -57,7 +62,7 @@ namespace rdmagate::dataplane::fake {
 // builds itself.
 inline constexpr BackendKind kFakeKind = static_cast<BackendKind>(0xfe);
 
-enum class WrOp : std::uint8_t { kRecv = 0, kSend = 1, kRead = 2, kWrite = 3 };
+enum class WrOp : std::uint8_t { kRecv = 0, kSend = 1, kRead = 2, kWrite = 3, kBind = 4, kLocalInv = 5 };
 
 struct FakeWr {
   WrOp op = WrOp::kSend;
@@ -70,6 +75,12 @@ struct FakeWr {
   std::uint64_t seq = 0;                  // send queue: posting order (slot reclaim on a polled CQE)
   std::vector<std::uint8_t> inline_data;  // an inline SEND's bytes, copied at post time like the device does
   std::uint32_t wqe_index = 0;  // a simulated NIC's WQE counter: its CQE names the WQE by it (sim_mlx5.hpp)
+  // kBind / kLocalInv: the window, and for a bind the range, the registration's lkey and the access
+  // (rkey: the window's new key; for kLocalInv the key to invalidate).
+  std::uint32_t window = 0;
+  std::uint64_t bind_addr = 0, bind_len = 0;
+  std::uint32_t bind_lkey = 0;
+  bool bind_write = false;
 };
 
 class FakeDevice;
@@ -199,6 +210,15 @@ class FakeQp final : public BackendQp {
     fail_send_sticky_ = false;
   }
 
+  // A type-2 memory window of this QP, as the device holds it.
+  struct Window {
+    std::uint32_t rkey = 0;
+    bool valid = false;  // bound (else free: allocated, or invalidated)
+    std::uint64_t addr = 0, len = 0;
+    int access = 0;
+  };
+  const std::vector<Window>& windows() const noexcept { return windows_; }
+
   bool in_error() const noexcept { return error_; }
   const FakeCq* cq() const noexcept { return cq_; }
   const FakeSrq* srq() const noexcept { return srq_; }
@@ -231,6 +251,8 @@ class FakeQp final : public BackendQp {
   std::uint64_t rq_posted_total_ = 0, rq_polled_ = 0;
   std::int64_t fail_send_after_ = -1, fail_recv_after_ = -1;
   bool fail_send_sticky_ = false;
+  std::vector<Window> windows_;
+  std::vector<std::uint32_t> window_staged_rkey_;  // the key of each window's newest staged bind
   Stats stats_{};
 };
 
@@ -267,8 +289,16 @@ class FakeDevice final : public DeviceBackend {
                                   std::string* error) override;
 
   std::uint32_t max_cqe() const noexcept override { return max_cqe_; }
+  bool type2_windows() const noexcept override { return type2_windows_; }
 
   // ---- the test's side ----
+  void set_type2_windows(bool on) noexcept { type2_windows_ = on; }
+  // Whether a peer's RDMA READ (access IBV_ACCESS_REMOTE_READ) or WRITE of [addr, addr + len) with `rkey`
+  // arriving on `target` would pass the checks now (a window of `target`'s, or a registration).
+  bool remote_access(const FakeQp& target, std::uint64_t addr, std::uint32_t len, std::uint32_t rkey,
+                     int access) const noexcept {
+    return remote_ok(target, addr, len, rkey, access);
+  }
   void set_srq_supported(bool on) noexcept { srq_supported_ = on; }
   void set_max_cqe(std::uint32_t n) noexcept { max_cqe_ = n; }  // 0: no limit (the default)
   std::unique_ptr<FakeCq> make_cq(int cqe);
@@ -314,7 +344,9 @@ class FakeDevice final : public DeviceBackend {
   FakeQp* find_qp(std::uint32_t qp_num) const noexcept;
   const Region* by_lkey(std::uint32_t lkey) const noexcept;
   bool local_ok(const Segment& s, bool write) const noexcept;
-  bool remote_ok(std::uint64_t addr, std::uint32_t len, std::uint32_t rkey, int access) const noexcept;
+  bool remote_ok(const FakeQp& target, std::uint64_t addr, std::uint32_t len, std::uint32_t rkey,
+                 int access) const noexcept;
+  bool execute_window_op(FakeQp& q);
   void push(FakeCq& cq, FakeCq::Entry e);
   void complete(FakeQp& q, const FakeWr& w, Queue which, std::uint32_t status, std::uint32_t byte_len);
   bool execute_send_head(FakeQp& q);
@@ -329,6 +361,8 @@ class FakeDevice final : public DeviceBackend {
   std::uint32_t next_key_ = 1;
   std::uint32_t max_inline_ = 0xffffffffu;
   bool srq_supported_ = true;
+  bool type2_windows_ = true;
+  std::uint32_t next_window_ = 1;
   std::uint32_t max_cqe_ = 0;
   std::vector<FakeSrq*> srqs_;
   Stats stats_{};
@@ -342,6 +376,7 @@ struct FakeBackend {
   static constexpr BackendKind kKind = kFakeKind;
   static constexpr const char* kName = "fake";
   static constexpr int kMaxPoll = 64;
+  static constexpr bool kWindows = true;
 
   static void stage_recv_st(Qp& q, std::uint64_t wr_id, Segment s) noexcept {
     FakeWr w;
@@ -371,6 +406,36 @@ struct FakeBackend {
     w.rkey = rkey;
     w.signaled = (flags & kSendSignaled) != 0;
     q.staged_sends_.push_back(std::move(w));
+  }
+
+  // The verbs backend's window binds and invalidations (a new key per bind: the key byte moves on).
+  static std::uint32_t stage_bind_window_st(Qp& q, std::uint32_t slot, std::uint64_t wr_id,
+                                            const WindowBind& b) noexcept {
+    if (slot >= q.windows_.size()) return 0;
+    std::uint32_t& k = q.window_staged_rkey_[slot];
+    k = (k & ~0xffu) | ((k + 1) & 0xffu);
+    FakeWr w;
+    w.op = WrOp::kBind;
+    w.wr_id = wr_id;
+    w.rkey = k;
+    w.window = slot;
+    w.bind_addr = b.addr;
+    w.bind_len = b.len;
+    w.bind_lkey = b.mr != nullptr ? b.mr->lkey : 0;
+    w.bind_write = b.remote_write;
+    q.staged_sends_.push_back(std::move(w));
+    return k;
+  }
+  static bool stage_invalidate_window_st(Qp& q, std::uint32_t slot, std::uint64_t wr_id) noexcept {
+    if (slot >= q.windows_.size()) return false;
+    FakeWr w;
+    w.op = WrOp::kLocalInv;
+    w.wr_id = wr_id;
+    w.rkey = q.window_staged_rkey_[slot];
+    w.window = slot;
+    w.signaled = true;
+    q.staged_sends_.push_back(std::move(w));
+    return true;
   }
 
   // Receives first, then sends (the verbs backend's order: a credit never goes out ahead of its buffer).
