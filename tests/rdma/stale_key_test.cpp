@@ -8,9 +8,13 @@
 //  - The control, memory_windows false: the same replay succeeds (a READ gets the value again, a WRITE
 //    overwrites the caller's buffer after its callback ran), and the key is the same for every request. So
 //    the first test would fail if the windows did not scope the keys.
+//  - The client's core region (its message buffers; an in-process active engine configured as the client
+//    library configures its own): a READ with its key fails; the control, an engine that exposes its core
+//    region, is read.
 //
-// Lcore layout (2 vCPUs): EAL --lcores=0@0,1@1; the gateway's core runs on lcore 1 and yields when idle; a
-// background thread drives its control loop; the client runs kThread (its own progress and control threads).
+// Lcore layout (2 vCPUs): EAL --lcores=0@0,1@1,2@0; the gateway's core runs on lcore 1 and yields when idle;
+// a background thread drives its control loop; the client runs kThread (its own progress and control
+// threads); the active engine of the core-region test runs its core on lcore 2.
 // Without RDMA the binary prints one line and exits 77.
 #include <gtest/gtest.h>
 
@@ -30,6 +34,7 @@
 #include "dataplane/backend/backend_factory.hpp"
 #include "protocol/object_wire.hpp"
 #include "tests/rdma/rdma_test_main.hpp"
+#include "tests/support/test_services.hpp"
 
 namespace {
 
@@ -44,6 +49,7 @@ using namespace std::chrono_literals;
 
 std::string g_device;
 constexpr unsigned kGatewayLcore = 1;
+constexpr unsigned kEngineClientLcore = 2;
 constexpr std::uint32_t kMessage = 1024;  // small inline sizes: 64 KiB values always travel by chunk
 constexpr std::uint32_t kValue = 64 * 1024;
 constexpr std::uint8_t kReplayByte = 0xee;
@@ -64,6 +70,7 @@ struct HostileGateway {
   std::atomic<int> replay{static_cast<int>(Replay::kNone)};
   std::atomic<std::uint32_t> last_read_rkey{0}, last_write_rkey{0};
   std::atomic<std::uint64_t> served{0};
+  std::atomic<std::uint64_t> adopted{0};  // connections the gateway's core took over
   std::atomic<std::uint64_t> send_failures{0};
   ChunkRequest last_read{}, last_write{};  // the core's only
   CoreConn* conn = nullptr;                // the connection the last request came on (the core's only)
@@ -75,6 +82,8 @@ struct HostileGateway {
   template <typename Api>
   void on_adopt_st(Api&, CoreConn& c) noexcept {
     c.svc.reset<ConnState>();
+    conn = &c;
+    adopted.fetch_add(1);
   }
   template <typename Api>
   void on_request_st(Api& api, CoreConn& c, const protocol::Message& m) noexcept {
@@ -243,7 +252,8 @@ class StaleKey : public ::testing::Test {
                     : "");
   }
 
-  // Has the gateway replay the last read chunk (cmd 1) or write chunk (cmd 2); returns what it came to.
+  // Has the gateway replay the last read chunk (cmd 1) or write chunk (cmd 2); returns what it came to. The
+  // command's release publishes a last_read the test wrote to the core.
   Replay replay(int cmd) {
     svc_.replay.store(static_cast<int>(Replay::kNone));
     svc_.command.store(cmd, std::memory_order_release);
@@ -323,10 +333,61 @@ TEST_F(StaleKey, RegistrationKeyOutlivesItsRequest) {
   EXPECT_EQ(cl_->stats().unscoped_requests, 3u);
 }
 
+// The client's own core region (message buffers) is registered local-only and its key never sent: a READ with
+// it fails even when the gateway learns it. The control: an engine that exposes its core region is read.
+TEST_F(StaleKey, ClientCoreRegionKeyGrantsNothing) {
+  for (const bool expose : {false, true}) {
+    SCOPED_TRACE(expose ? "core region exposed (the control)" : "core region local-only (the client's)");
+    dataplane::CoreConfig c;
+    c.lcore = kEngineClientLcore;
+    c.max_conns = 4;
+    c.rx_per_conn = 32;
+    c.tx_per_conn = 96;
+    c.buf_size = kMessage;
+    c.idle = dataplane::IdlePolicy::kYield;
+    c.idle_yield_after = 64;
+    EngineConfig e;
+    e.name = "engine-client";
+    e.device = g_device;
+    e.passive = false;
+    e.expose_core_region = expose;  // the client library says no
+    e.cores.push_back(c);
+    e.local.params = protocol::ConnParams{32, kMessage, protocol::kMaxFragments, 1u << 20};
+    e.local.min_queue_depth = protocol::kMinCreditQueueDepth;
+    std::string err;
+    std::unique_ptr<Engine> cl = Engine::create(e, &err);
+    ASSERT_TRUE(cl) << err;
+    dataplane::EchoService idle;
+    std::vector<std::unique_ptr<control::CoreRunner>> runners;
+    runners.push_back(dataplane::make_core_runner(cl->backend_kind(), cl->core(0), idle));
+    ASSERT_TRUE(cl->launch_cores(std::move(runners), &err)) << err;
+    const std::uint64_t adopted_before = svc_.adopted.load();
+    ASSERT_NE(cl->connect(testfix::rxe_addr(), port_, &err, /*reconnect=*/false), 0u) << err;
+    const auto end = Clock::now() + 20s;
+    while ((cl->owned_count() == 0 || svc_.adopted.load() == adopted_before) && Clock::now() < end) {
+      cl->poll_st(1);
+    }
+    ASSERT_EQ(cl->owned_count(), 1u);
+
+    ChunkRequest r;
+    r.type = protocol::MessageType::kReadChunkRequest;
+    r.chunk.count = 1;
+    r.chunk.fragments[0] = protocol::Fragment{reinterpret_cast<std::uintptr_t>(cl->core(0).tx_buf(0, 0)), 64,
+                                              cl->core(0).rkey()};
+    svc_.last_read = r;
+    EXPECT_EQ(replay(1), expose ? Replay::kSucceeded : Replay::kFailed);
+
+    cl->begin_shutdown_st();
+    const auto drain_end = Clock::now() + 20s;
+    while (!cl->drained_st() && Clock::now() < drain_end) cl->poll_st(1);
+    cl->stop_cores_st();
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  return rdmagate::testfix::rdma_test_main(argc, argv, "stale_key_test", "0@0,1@1",
+  return rdmagate::testfix::rdma_test_main(argc, argv, "stale_key_test", "0@0,1@1,2@0",
                                            [](const rdmagate::control::RdmaProbe&) {
                                              g_device = rdmagate::testfix::rdma_device();
                                              return 0;
