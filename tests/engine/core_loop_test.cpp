@@ -759,18 +759,35 @@ struct WindowService {
   }
 };
 
+// One core asking for two windows per connection, over a fake device with or without type-2 windows, and
+// one adopted connection.
+struct WindowFixture {
+  static CoreConfig config() {
+    CoreConfig cfg = test_core_config();
+    cfg.windows_per_conn = 2;
+    return cfg;
+  }
+  explicit WindowFixture(bool with_windows) : device_windows(with_windows) {}
+  bool device_windows;
+  FakeRig rig;
+  bool device_set = (rig.dev.set_type2_windows(device_windows), true);  // before the connection's QP
+  WindowService svc;
+  CoreConfig cfg = config();
+  Core<FakeRig, WindowService> core{rig, svc, cfg};
+  LoopbackConn& c = core.open();
+  bool adopted = (core.adopt(c), true);
+};
+
 // A bound window grants its one access to exactly its range through its own QP, until its invalidation has
 // completed; each bind has a new key; the FIFO accounting holds after every turn (Core::turn audits it); the
 // invalidation's completion reaches the service. A bind the device refuses fails the connection.
 TEST(CoreLoopFake, MemoryWindowGrantsItsRangeUntilInvalidated) {
-  FakeRig rig;
-  FakeDevice& dev = rig.model();
-  WindowService svc;
-  CoreConfig cfg = test_core_config();
-  cfg.windows_per_conn = 2;
-  Core<FakeRig, WindowService> core(rig, svc, cfg);
-  LoopbackConn& c = core.open();
-  core.adopt(c);
+  WindowFixture f(true);
+  FakeDevice& dev = f.rig.model();
+  WindowService& svc = f.svc;
+  const CoreConfig& cfg = f.cfg;
+  Core<FakeRig, WindowService>& core = f.core;
+  LoopbackConn& c = f.c;
   ASSERT_EQ(c.cc().windows.size(), 2u);
   EXPECT_EQ(core.loop->windows_st(c.cc()), 2u);
   EXPECT_EQ(c.qp().max_send_wr(), send_queue_depth(cfg)) << "two more send work requests per window";
@@ -843,14 +860,9 @@ TEST(CoreLoopFake, MemoryWindowGrantsItsRangeUntilInvalidated) {
 
 // Without type-2 windows on the device, a connection gets none and the service learns it (windows_st 0).
 TEST(CoreLoopFake, DeviceWithoutWindowsGivesNone) {
-  FakeRig rig;
-  rig.dev.set_type2_windows(false);
-  WindowService svc;
-  CoreConfig cfg = test_core_config();
-  cfg.windows_per_conn = 2;
-  Core<FakeRig, WindowService> core(rig, svc, cfg);
-  LoopbackConn& c = core.open();
-  core.adopt(c);
+  WindowFixture f(false);
+  Core<FakeRig, WindowService>& core = f.core;
+  LoopbackConn& c = f.c;
   EXPECT_EQ(core.loop->windows_st(c.cc()), 0u);
   EXPECT_EQ(core.loop->bind_window_st(c.cc(), 0, WindowBind{}), 0u);
   EXPECT_FALSE(core.loop->invalidate_window_st(c.cc(), 0));
