@@ -185,25 +185,31 @@ struct HostileGateway {
   }
 };
 
+// An engine of one core on `lcore` that yields when idle, with the small inline sizes of this test.
+EngineConfig engine_config(const char* name, bool passive, unsigned lcore) {
+  dataplane::CoreConfig c;
+  c.lcore = lcore;
+  c.max_conns = 8;
+  c.rx_per_conn = 32;
+  c.tx_per_conn = 96;
+  c.buf_size = kMessage;
+  c.idle = dataplane::IdlePolicy::kYield;
+  c.idle_yield_after = 64;
+  EngineConfig e;
+  e.name = name;
+  e.device = g_device;
+  e.passive = passive;
+  e.cores.push_back(c);
+  e.local.params = protocol::ConnParams{32, kMessage, protocol::kMaxFragments, 1u << 20};
+  e.local.min_queue_depth = protocol::kMinCreditQueueDepth;
+  return e;
+}
+
 class StaleKey : public ::testing::Test {
  protected:
   void SetUp() override {
-    dataplane::CoreConfig c;
-    c.lcore = kGatewayLcore;
-    c.max_conns = 8;
-    c.rx_per_conn = 32;
-    c.tx_per_conn = 96;
-    c.buf_size = kMessage;
-    c.bulk_bytes_per_conn = 1u << 20;
-    c.idle = dataplane::IdlePolicy::kYield;
-    c.idle_yield_after = 64;
-    EngineConfig e;
-    e.name = "hostile-gateway";
-    e.device = g_device;
-    e.passive = true;
-    e.cores.push_back(c);
-    e.local.params = protocol::ConnParams{32, kMessage, protocol::kMaxFragments, 1u << 20};
-    e.local.min_queue_depth = protocol::kMinCreditQueueDepth;
+    EngineConfig e = engine_config("hostile-gateway", true, kGatewayLcore);
+    e.cores[0].bulk_bytes_per_conn = 1u << 20;
     std::string err;
     gw_ = Engine::create(e, &err);
     ASSERT_TRUE(gw_) << err;
@@ -338,22 +344,8 @@ TEST_F(StaleKey, RegistrationKeyOutlivesItsRequest) {
 TEST_F(StaleKey, ClientCoreRegionKeyGrantsNothing) {
   for (const bool expose : {false, true}) {
     SCOPED_TRACE(expose ? "core region exposed (the control)" : "core region local-only (the client's)");
-    dataplane::CoreConfig c;
-    c.lcore = kEngineClientLcore;
-    c.max_conns = 4;
-    c.rx_per_conn = 32;
-    c.tx_per_conn = 96;
-    c.buf_size = kMessage;
-    c.idle = dataplane::IdlePolicy::kYield;
-    c.idle_yield_after = 64;
-    EngineConfig e;
-    e.name = "engine-client";
-    e.device = g_device;
-    e.passive = false;
+    EngineConfig e = engine_config("engine-client", false, kEngineClientLcore);
     e.expose_core_region = expose;  // the client library says no
-    e.cores.push_back(c);
-    e.local.params = protocol::ConnParams{32, kMessage, protocol::kMaxFragments, 1u << 20};
-    e.local.min_queue_depth = protocol::kMinCreditQueueDepth;
     std::string err;
     std::unique_ptr<Engine> cl = Engine::create(e, &err);
     ASSERT_TRUE(cl) << err;
