@@ -361,8 +361,11 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
   }
   if (!g->engine_->launch_cores(std::move(runners), error)) return nullptr;
   const auto deadline = Clock::now() + kCoreStartTimeout;
+  // Started means polling as /readyz sees it: the core's first published poll count (about 1 ms after its
+  // loop began), so that READY=1 never goes out while /readyz still says "core N not polling".
   for (std::size_t i = 0; i < g->engine_->core_count(); ++i) {
-    while (!g->engine_->core(i).running.load(std::memory_order_acquire)) {
+    while (!g->engine_->core(i).running.load(std::memory_order_acquire) ||
+           g->core_stats_[i]->load(telemetry::Stat::kPolls) == 0) {
       if (Clock::now() >= deadline) {
         *error = "data-plane core on lcore " + std::to_string(g->engine_->core(i).config().lcore) +
                  " did not start within 10 s";
