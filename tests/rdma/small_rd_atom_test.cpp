@@ -35,6 +35,7 @@
 #include "tests/rdma/bulk_echo_client.hpp"
 #include "tests/rdma/engine_poll.hpp"
 #include "tests/rdma/rdma_test_main.hpp"
+#include "tests/rdma/small_engine.hpp"
 #include "tests/support/test_services.hpp"
 
 namespace {
@@ -48,28 +49,10 @@ using rdmagate::testfix::rxe_addr;
 std::string g_device;
 constexpr unsigned kServerLcore = 1;
 constexpr unsigned kClientLcore = 2;
-constexpr std::uint32_t kBufSize = 1024;
+constexpr std::uint32_t kBufSize = rdmagate::testfix::kSmallEngineMessage;
 
 EngineConfig engine_config(const char* name, bool passive, unsigned lcore) {
-  dataplane::CoreConfig c;
-  c.lcore = lcore;
-  c.max_conns = 8;
-  c.rx_per_conn = 32;
-  c.tx_per_conn = 96;
-  c.buf_size = kBufSize;
-  c.idle = dataplane::IdlePolicy::kYield;
-  c.idle_yield_after = 64;
-  EngineConfig e;
-  e.name = name;
-  e.device = g_device;
-  e.passive = passive;
-  e.cores.push_back(c);
-  e.local.params = protocol::ConnParams{32, kBufSize, protocol::kMaxFragments, 1u << 20};
-  e.local.min_queue_depth = protocol::kMinCreditQueueDepth;
-  e.backoff.min = std::chrono::milliseconds(50);
-  e.backoff.max = std::chrono::milliseconds(800);
-  e.handshake_timeout = std::chrono::seconds(10);
-  return e;
+  return rdmagate::testfix::small_engine_config(name, g_device, passive, lcore);
 }
 
 using rdmagate::testfix::poll_all;

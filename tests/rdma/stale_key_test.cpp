@@ -34,6 +34,7 @@
 #include "dataplane/backend/backend_factory.hpp"
 #include "protocol/object_wire.hpp"
 #include "tests/rdma/rdma_test_main.hpp"
+#include "tests/rdma/small_engine.hpp"
 #include "tests/support/test_services.hpp"
 
 namespace {
@@ -50,7 +51,8 @@ using namespace std::chrono_literals;
 std::string g_device;
 constexpr unsigned kGatewayLcore = 1;
 constexpr unsigned kEngineClientLcore = 2;
-constexpr std::uint32_t kMessage = 1024;  // small inline sizes: 64 KiB values always travel by chunk
+// Small inline sizes (1 KiB messages): 64 KiB values always travel by chunk.
+constexpr std::uint32_t kMessage = testfix::kSmallEngineMessage;
 constexpr std::uint32_t kValue = 64 * 1024;
 constexpr std::uint8_t kReplayByte = 0xee;
 
@@ -185,24 +187,8 @@ struct HostileGateway {
   }
 };
 
-// An engine of one core on `lcore` that yields when idle, with the small inline sizes of this test.
 EngineConfig engine_config(const char* name, bool passive, unsigned lcore) {
-  dataplane::CoreConfig c;
-  c.lcore = lcore;
-  c.max_conns = 8;
-  c.rx_per_conn = 32;
-  c.tx_per_conn = 96;
-  c.buf_size = kMessage;
-  c.idle = dataplane::IdlePolicy::kYield;
-  c.idle_yield_after = 64;
-  EngineConfig e;
-  e.name = name;
-  e.device = g_device;
-  e.passive = passive;
-  e.cores.push_back(c);
-  e.local.params = protocol::ConnParams{32, kMessage, protocol::kMaxFragments, 1u << 20};
-  e.local.min_queue_depth = protocol::kMinCreditQueueDepth;
-  return e;
+  return testfix::small_engine_config(name, g_device, passive, lcore);
 }
 
 class StaleKey : public ::testing::Test {
