@@ -28,6 +28,8 @@ Connection::Connection(Engine& eng, const LifecycleConfig& cfg, std::uint64_t id
 DispatchResult Connection::dispatch(Event ev, const EventArgs& args) {
   const DispatchResult r = lc_.dispatch(ev, args, *this);
   eng_.note_dispatch_st(r, lc_.role());
+  // Only a dispatch moves the lifecycle, so reap_st needs to look only at the connections named here.
+  if (lc_.destroyable()) eng_.reapable_.push_back(id_);
   if (r.from != r.to && eng_.cfg_.on_state_change) eng_.cfg_.on_state_change(id_, r.from, r.to);
   return r;
 }
@@ -55,7 +57,7 @@ int Connection::create_cm_id() noexcept {
 }
 
 int Connection::arm_handshake_timer(Duration timeout) noexcept {
-  handshake_deadline_ = std::chrono::steady_clock::now() + timeout;
+  eng_.schedule_st(*this, DeadlineKind::kHandshake, std::chrono::steady_clock::now() + timeout);
   return 0;
 }
 
@@ -222,7 +224,7 @@ int Connection::accept() noexcept {
 }
 
 int Connection::schedule_reconnect(Duration delay) noexcept {
-  reconnect_deadline_ = std::chrono::steady_clock::now() + delay;
+  eng_.schedule_st(*this, DeadlineKind::kReconnect, std::chrono::steady_clock::now() + delay);
   reconnect_delays_.push_back(delay);
   ++eng_.counters_.reconnects;
   return 0;
@@ -240,7 +242,7 @@ void Connection::send_close(CloseReason why) noexcept {
     eng_.cores_[static_cast<std::size_t>(core_)]->control_mailbox().send_st(dataplane::ToCore::close(handle(), why));
   }
   close_kick_delay_ = kFirstCloseKick;
-  close_kick_deadline_ = std::chrono::steady_clock::now() + close_kick_delay_;
+  eng_.schedule_st(*this, DeadlineKind::kCloseKick, std::chrono::steady_clock::now() + close_kick_delay_);
 }
 
 // A request we took but could not accept (setup failure, timeout, shutdown). When the CM refuses the reject

@@ -321,6 +321,7 @@ Engine::~Engine() {
     if (c->qp_ != nullptr) c->destroy_qp();
     if (c->cm_id_ != nullptr) c->destroy_cm_id();
   }
+  active_.clear();
   conns_.clear();
   for (rdma_cm_id* l : listeners_) rdma_destroy_id(l);
   cores_.clear();
@@ -417,6 +418,7 @@ std::uint64_t Engine::connect(const std::string& addr, std::uint16_t port, std::
   conn->peer_str_ = addr_string(reinterpret_cast<const sockaddr*>(&conn->peer_addr_));
   Connection* c = conn.get();
   conns_.emplace(id, std::move(conn));
+  active_.emplace(id, c);
   by_handle_[c->handle().value] = c;
   c->dispatch(Event::kStart);
   return id;
@@ -487,11 +489,17 @@ bool Engine::poll_until_st(const std::function<bool()>& pred, Duration timeout) 
 void Engine::arm_timerfd_st(bool backlog) {
   std::optional<TimePoint> next = owner_deadline_;
   if (backlog) next = std::min(next.value_or(TimePoint::max()), now_ + kBacklogRetry);
-  for (auto& [id, c] : conns_) {
-    for (const auto& d : {c->handshake_deadline_, c->reconnect_deadline_, c->close_kick_deadline_}) {
-      if (d && (!next || *d < *next)) next = d;
+  // Stale entries outnumbering the live connections: rebuild from the connections' own deadlines.
+  if (deadlines_.size() > 2 * conns_.size() + 64) {
+    deadlines_.clear();
+    for (auto& [id, c] : conns_) {
+      for (const DeadlineKind k :
+           {DeadlineKind::kHandshake, DeadlineKind::kReconnect, DeadlineKind::kCloseKick}) {
+        if (const std::optional<TimePoint>& d = deadline_of(*c, k)) deadlines_.push(*d, id, k);
+      }
     }
   }
+  if (const DeadlineEntry* e = next_deadline_st(); e != nullptr && (!next || e->when < *next)) next = e->when;
   // Most turns leave the earliest deadline where it was: no syscall for them.
   if (next == timer_armed_) return;
   const itimerspec its = next ? absolute(*next) : itimerspec{};
@@ -720,11 +728,8 @@ void Engine::on_connect_request_st(rdma_cm_id* child, const std::vector<std::uin
   // (its active side then stands down, retry never); a request from a peer we are already connected to is a
   // duplicate and loses too.
   const std::uint64_t theirs = out.reply.dst_incarnation;
-  for (const auto& [cid, other] : conns_) {
-    if (other->lifecycle().role() != Role::kActive ||
-        !same_host(reinterpret_cast<const sockaddr*>(&other->peer_addr_), peer_sa)) {
-      continue;
-    }
+  for (const auto& [cid, other] : active_) {
+    if (!same_host(reinterpret_cast<const sockaddr*>(&other->peer_addr_), peer_sa)) continue;
     const State st = other->lifecycle().state();
     const bool contested = st == State::kAddrResolving || st == State::kRouteResolving || st == State::kConnecting;
     const bool duplicate = (st == State::kEstablishedPendingAdopt || st == State::kOwnedByCore) &&
@@ -940,51 +945,87 @@ void Engine::fire_timers_st() {
       return t->generation < oldest;
     });
   }
-  for (Connection* c : connections()) {
-    if (c->handshake_deadline_ && *c->handshake_deadline_ <= now) {
-      c->handshake_deadline_.reset();
-      if (c->lifecycle().role() == Role::kPassive) {
-        ++counters_.abandoned[static_cast<std::size_t>(AbandonReason::kHandshakeTimeout)];
-        log_peer_st("connection request from %s abandoned: no answer to our accept within the handshake timeout",
-                    c->peer_str_.c_str());
-      }
-      c->dispatch(Event::kHandshakeTimeout);
-    }
-    if (c->reconnect_deadline_ && *c->reconnect_deadline_ <= now) {
-      c->reconnect_deadline_.reset();
-      c->dispatch(Event::kReconnectTimer);
-    }
-    // The core waits for a flush completion of every WR it posted, but a WR posted while the QP went to
-    // ERR may never flush: rxe's user-space provider posts receives into a shared queue without entering
-    // the kernel, and its responder flushes the receive queue only when something runs it (a modify to
-    // ERR does). Seen in the guest as an idle connection whose last re-posted receive kept the drain from
-    // ever finishing. ERR -> ERR is a legal transition that flushes what is queued; the core posts nothing
-    // after CLOSE, so one kick after it suffices. Backed off in case the core is just slow.
-    if (c->close_kick_deadline_ && *c->close_kick_deadline_ <= now) {
-      if (c->lifecycle().held().has(Resource::kCoreRef) && c->lifecycle().held().has(Resource::kQp)) {
-        ++counters_.close_rekicks;
-        c->move_qp_to_err();
-        c->close_kick_delay_ = std::min(c->close_kick_delay_ * 2, kMaxCloseKick);
-        c->close_kick_deadline_ = now + c->close_kick_delay_;
-      } else {
-        c->close_kick_deadline_.reset();
-      }
+  // What is due now, taken out first: handling one may set a deadline that is due at once (a zero timeout).
+  due_.clear();
+  for (const DeadlineEntry* e = next_deadline_st(); e != nullptr && e->when <= now; e = next_deadline_st()) {
+    due_.push_back(*e);
+    deadlines_.pop();
+  }
+  for (const DeadlineEntry& d : due_) {
+    auto it = conns_.find(d.conn);
+    if (it == conns_.end()) continue;
+    Connection* c = it->second.get();
+    std::optional<TimePoint>& slot = deadline_of(*c, d.kind);
+    if (slot != d.when) continue;  // cancelled or moved by an earlier one of this turn
+    slot.reset();
+    switch (d.kind) {
+      case DeadlineKind::kHandshake:
+        if (c->lifecycle().role() == Role::kPassive) {
+          ++counters_.abandoned[static_cast<std::size_t>(AbandonReason::kHandshakeTimeout)];
+          log_peer_st(
+              "connection request from %s abandoned: no answer to our accept within the handshake timeout",
+              c->peer_str_.c_str());
+        }
+        c->dispatch(Event::kHandshakeTimeout);
+        break;
+      case DeadlineKind::kReconnect:
+        c->dispatch(Event::kReconnectTimer);
+        break;
+      case DeadlineKind::kCloseKick:
+        // The core waits for a flush completion of every WR it posted, but a WR posted while the QP went to
+        // ERR may never flush: rxe's user-space provider posts receives into a shared queue without entering
+        // the kernel, and its responder flushes the receive queue only when something runs it (a modify to
+        // ERR does). Seen in the guest as an idle connection whose last re-posted receive kept the drain from
+        // ever finishing. ERR -> ERR is a legal transition that flushes what is queued; the core posts
+        // nothing after CLOSE, so one kick after it suffices. Backed off in case the core is just slow.
+        if (c->lifecycle().held().has(Resource::kCoreRef) && c->lifecycle().held().has(Resource::kQp)) {
+          ++counters_.close_rekicks;
+          c->move_qp_to_err();
+          c->close_kick_delay_ = std::min(c->close_kick_delay_ * 2, kMaxCloseKick);
+          schedule_st(*c, DeadlineKind::kCloseKick, now + c->close_kick_delay_);
+        }
+        break;
     }
   }
 }
 
-void Engine::reap_st() {
-  for (auto it = conns_.begin(); it != conns_.end();) {
-    if (it->second->lifecycle().destroyable()) {
-      note_reaped_st(*it->second);
-      if (it->second->admitted_source_) admission_.release(*it->second->admitted_source_, now_);
-      by_handle_.erase(it->second->handle().value);
-      ++counters_.destroyed;
-      it = conns_.erase(it);
-    } else {
-      ++it;
-    }
+void Engine::schedule_st(Connection& c, DeadlineKind kind, TimePoint when) {
+  deadline_of(c, kind) = when;
+  deadlines_.push(when, c.id(), kind);
+}
+
+std::optional<TimePoint>& Engine::deadline_of(Connection& c, DeadlineKind kind) noexcept {
+  switch (kind) {
+    case DeadlineKind::kReconnect:
+      return c.reconnect_deadline_;
+    case DeadlineKind::kCloseKick:
+      return c.close_kick_deadline_;
+    case DeadlineKind::kHandshake:
+      break;
   }
+  return c.handshake_deadline_;
+}
+
+const DeadlineEntry* Engine::next_deadline_st() {
+  return deadlines_.top([this](const DeadlineEntry& e) {
+    auto it = conns_.find(e.conn);
+    return it != conns_.end() && deadline_of(*it->second, e.kind) == e.when;
+  });
+}
+
+void Engine::reap_st() {
+  for (const std::uint64_t id : reapable_) {
+    auto it = conns_.find(id);
+    // Named twice, or dispatched out of kDestroyed again (a reconnect) since: only a destroyable one goes.
+    if (it == conns_.end() || !it->second->lifecycle().destroyable()) continue;
+    note_reaped_st(*it->second);
+    if (it->second->admitted_source_) admission_.release(*it->second->admitted_source_, now_);
+    by_handle_.erase(it->second->handle().value);
+    active_.erase(id);
+    ++counters_.destroyed;
+    conns_.erase(it);
+  }
+  reapable_.clear();
 }
 
 void Engine::set_timeouts_st(Duration handshake_timeout, const BackoffPolicy& backoff, std::uint64_t keepalive_us,

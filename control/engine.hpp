@@ -32,6 +32,7 @@
 #include "control/admission.hpp"
 #include "control/async_fanout.hpp"
 #include "control/connection_lifecycle.hpp"
+#include "control/deadline_queue.hpp"
 #include "control/log_rate_limit.hpp"
 #include "control/rdma_device.hpp"
 #include "dataplane/auth_table.hpp"
@@ -444,6 +445,11 @@ class Engine {
   void reap_st();
   void on_connect_request_st(rdma_cm_id* child, const std::vector<std::uint8_t>& pd, const PeerConnParam& param);
   void arm_timerfd_st(bool backlog);
+  // Sets one of c's deadlines and queues it (DeadlineQueue); the member stays the truth, the queue the index.
+  void schedule_st(Connection& c, DeadlineKind kind, TimePoint when);
+  std::optional<TimePoint>& deadline_of(Connection& c, DeadlineKind kind) noexcept;
+  // The earliest deadline of a live connection still set to its queued time (stale entries dropped).
+  const DeadlineEntry* next_deadline_st();
   // Sets every core's stop flag and wakes the sleeping ones.
   void signal_stop_st();
   Connection* by_handle(dataplane::ConnHandle h) noexcept;
@@ -491,6 +497,12 @@ class Engine {
   std::unique_ptr<AsyncInbox> async_inbox_;  // this engine's share of the device's async events
   std::vector<rdma_cm_id*> listeners_;
   std::unordered_map<std::uint64_t, std::unique_ptr<Connection>> conns_;
+  // The active ones among conns_: what a connect request may race with (on_connect_request_st), so that a
+  // gateway's accepts do not scan its passive connections.
+  std::unordered_map<std::uint64_t, Connection*> active_;
+  DeadlineQueue deadlines_;
+  std::vector<DeadlineEntry> due_;       // fire_timers_st's entries of this turn (kept for its capacity)
+  std::vector<std::uint64_t> reapable_;  // ids that reached kDestroyed with nothing held (reap_st)
   std::unordered_map<std::uint64_t, Connection*> by_handle_;
   std::unordered_map<std::uint32_t, Connection*> by_qp_;
   std::uint64_t next_id_ = 1;
