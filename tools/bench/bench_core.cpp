@@ -228,7 +228,9 @@ control::EngineConfig bench_engine_config(const Options& o, std::uint32_t per_co
     c.rx_per_conn = credits;
     c.tx_per_conn = tx_per_conn;
     c.buf_size = msg;
-    c.idle = o.yield ? dataplane::IdlePolicy::kYield : dataplane::IdlePolicy::kBusy;
+    c.idle = o.event_idle ? dataplane::IdlePolicy::kEvent
+             : o.yield    ? dataplane::IdlePolicy::kYield
+                          : dataplane::IdlePolicy::kBusy;
     // Yield soon: in the guest, rxe's softirq work shares the CPUs with the pollers (engine_bench's finding).
     c.idle_yield_after = 8;
     ec.cores.push_back(c);

@@ -121,7 +121,12 @@ std::string usage_text() {
          "  --lcores L               EAL --lcores map, e.g. 0@0,1@2: the lowest lcore is the main (control)\n"
          "                           thread, the others the data-plane cores (default: off the gateway's\n"
          "                           default CPUs 0 and 1 when there are CPUs to spare; see docs/bench.md)\n"
-         "  --yield                  yield the CPU when idle (shared CPUs, e.g. the 2-vCPU guest)\n"
+         "  --idle POLICY            what a bench core does when it finds no work: busy (the default), "
+         "yield\n"
+         "                           (sched_yield: shared CPUs, e.g. the 2-vCPU guest) or event (echo, sink\n"
+         "                           and connect: sleep on the completion channel after 1 ms idle, as the\n"
+         "                           gateway's dataplane.idle_policy event)\n"
+         "  --yield                  --idle yield\n"
          "  --verify                 self-describing values; every GET checks every byte\n"
          "  --max-message B          inline threshold offered to the gateway (4096)\n"
          "  --connect-timeout S      (20)\n"
@@ -197,6 +202,7 @@ enum LongOnly : int {
   kOptCores,
   kOptLcores,
   kOptYield,
+  kOptIdle,
   kOptVerify,
   kOptMaxMessage,
   kOptConnectTimeout,
@@ -237,6 +243,7 @@ const option kLongOpts[] = {
     {"cores", required_argument, nullptr, kOptCores},
     {"lcores", required_argument, nullptr, kOptLcores},
     {"yield", no_argument, nullptr, kOptYield},
+    {"idle", required_argument, nullptr, kOptIdle},
     {"verify", no_argument, nullptr, kOptVerify},
     {"max-message", required_argument, nullptr, kOptMaxMessage},
     {"connect-timeout", required_argument, nullptr, kOptConnectTimeout},
@@ -384,6 +391,20 @@ CliParse parse_cli(int argc, char* const* argv, const CliEnv& env) {
         break;
       case kOptYield:
         o.yield = true;
+        o.event_idle = false;
+        break;
+      case kOptIdle:
+        if (std::strcmp(v, "busy") == 0) {
+          o.yield = o.event_idle = false;
+        } else if (std::strcmp(v, "yield") == 0) {
+          o.yield = true;
+          o.event_idle = false;
+        } else if (std::strcmp(v, "event") == 0) {
+          o.yield = false;
+          o.event_idle = true;
+        } else {
+          return fail("--idle " + std::string(v) + ": busy, yield or event");
+        }
         break;
       case kOptVerify:
         o.verify = true;
@@ -471,6 +492,12 @@ CliParse parse_cli(int argc, char* const* argv, const CliEnv& env) {
   if (o.mode != Mode::kMixed && given.count(kOptRatio) != 0) return fail("--ratio applies to mixed only");
   if (given.count(kOptProgress) != 0 && !uses_client(o.mode)) {
     return fail("--progress applies to put, get and mixed (echo and sink drive the engine directly)");
+  }
+  if (given.count(kOptIdle) != 0 && given.count(kOptYield) != 0)
+    return fail("--idle and --yield exclude each other");
+  if (o.event_idle && uses_client(o.mode)) {
+    return fail(
+        "--idle event applies to echo, sink and connect (the client library's cores busy-poll or yield)");
   }
   if (given.count(kOptNoMemoryWindows) != 0 && !uses_client(o.mode)) {
     return fail("--no-memory-windows applies to put, get and mixed (the client library's keys)");

@@ -40,7 +40,8 @@ struct Options {
   double ratio = 0.5;            // mixed: fraction of GETs
   std::vector<unsigned> lcores;  // data-plane lcores (EAL workers), one per core
   std::string device;            // empty: the only device
-  bool yield = false;            // IdlePolicy::kYield on the bench's cores (shared CPUs)
+  bool yield = false;       // IdlePolicy::kYield on the bench's cores (shared CPUs): --idle yield, --yield
+  bool event_idle = false;  // IdlePolicy::kEvent on the bench's cores: --idle event (echo, sink, connect)
   bool verify = false;
   ClientProgress client_progress = ClientProgress::kEalLcores;
   bool progress = true;              // a line per second on stderr

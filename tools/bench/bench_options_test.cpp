@@ -108,6 +108,9 @@ TEST(BenchCli, UnknownFlagsAndMissingValuesAreUsageErrors) {
       {{"get", "1.1.1.1", "--duration"}, "-D/--duration needs a value"},
       {{"get", "1.1.1.1", "--json"}, "--json needs a value"},
       {{"get", "1.1.1.1", "--yield=1"}, "--yield takes no value"},
+      {{"echo", "1.1.1.1", "--idle", "spin"}, "--idle spin: busy, yield or event"},
+      {{"echo", "1.1.1.1", "--idle", "event", "--yield"}, "--idle and --yield exclude each other"},
+      {{"get", "1.1.1.1", "--idle", "event"}, "--idle event applies to echo, sink and connect"},
       {{"get", "1.1.1.1", "-q", "0"}, "bad value '0' for -q/--connections"},
       {{"get", "1.1.1.1", "-s", "12x"}, "bad value '12x' for -s/--size"},
       {{"get", "1.1.1.1", "-c", "UD"}, "RC (reliable-connected) queue pairs only"},
@@ -143,12 +146,12 @@ TEST(BenchCli, HelpListsEveryFlagWithItsShortForm) {
   EXPECT_EQ(parse({"--version"}).action, CliAction::kVersion);
   const std::string u = usage_text();
   for (const char* f :
-       {"-s, --size",     "-a, --all",     "-n, --iterations",  "-D, --duration",   "-q, --connections",
-        "-t, --qd",       "-d, --device",  "-p, --port",        "-c, --connection", "-R, --rdma_cm",
-        "-F, --CPU-freq", "-V, --version", "-h, --help",        "--preset",         "--warmup",
-        "--keys",         "--ratio",       "--cores",           "--lcores",         "--yield",
-        "--verify",       "--max-message", "--connect-timeout", "--json",           "--quiet",
-        "--server",       "--principal",   "--secrets-file", "--no-memory-windows"}) {
+       {"-s, --size",     "-a, --all",     "-n, --iterations", "-D, --duration",    "-q, --connections",
+        "-t, --qd",       "-d, --device",  "-p, --port",       "-c, --connection",  "-R, --rdma_cm",
+        "-F, --CPU-freq", "-V, --version", "-h, --help",       "--preset",          "--warmup",
+        "--keys",         "--ratio",       "--cores",          "--lcores",          "--yield",
+        "--idle",         "--verify",      "--max-message",    "--connect-timeout", "--json",
+        "--quiet",        "--server",      "--principal",      "--secrets-file",    "--no-memory-windows"}) {
     EXPECT_NE(u.find(f), std::string::npos) << f << " missing from --help";
   }
   EXPECT_NE(u.find("round trip"), std::string::npos);
@@ -236,6 +239,18 @@ TEST(BenchCli, ConnectModeCountsConnectionsWithN) {
   ASSERT_EQ(p.action, CliAction::kRun) << p.error;
   EXPECT_EQ(p.cli.bench.connections, 1000u);
   EXPECT_EQ(p.cli.cores, 2u);
+  EXPECT_TRUE(p.cli.bench.yield);
+  EXPECT_FALSE(p.cli.bench.event_idle);
+  p = parse({"connect", "198.18.0.1", "--idle", "event"});
+  ASSERT_EQ(p.action, CliAction::kRun) << p.error;
+  EXPECT_TRUE(p.cli.bench.event_idle);
+  EXPECT_FALSE(p.cli.bench.yield);
+  p = parse({"get", "198.18.0.1", "--idle", "yield"});
+  ASSERT_EQ(p.action, CliAction::kRun) << p.error;
+  EXPECT_TRUE(p.cli.bench.yield);
+  p = parse({"get", "198.18.0.1", "--idle", "busy"});
+  ASSERT_EQ(p.action, CliAction::kRun) << p.error;
+  EXPECT_FALSE(p.cli.bench.yield || p.cli.bench.event_idle);
   const CliParse big = parse({"connect", "1.1.1.1", "-n", "4097"});
   ASSERT_EQ(big.action, CliAction::kUsageError);
   EXPECT_NE(big.error.find("at most 4096"), std::string::npos) << big.error;

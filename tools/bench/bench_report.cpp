@@ -34,13 +34,17 @@ Latency latency_of(const Histogram& h, double us_per_tick) noexcept {
 
 namespace {
 
+const char* idle_note(const Options& o) {
+  return o.event_idle ? " (event)" : o.yield ? " (yield)" : "";
+}
+
 // connect: cmtime's table (its columns and their meaning), then the rate.
 void print_connect(std::FILE* out, const Report& r) {
   const Options& o = r.options;
   const ConnectResult& c = r.connect;
   std::fprintf(out, " rdmagate-bench connect  server %s:%u  device %s  connections %u  cores %zu%s\n",
                o.server.c_str(), o.port, o.device.empty() ? "-" : o.device.c_str(), o.connections,
-               o.lcores.size(), o.yield ? " (yield)" : "");
+               o.lcores.size(), idle_note(o));
   std::fprintf(out,
                " all connections started at once; each verified by one %" PRIu64
                " B echo round trip, then all closed\n",
@@ -88,7 +92,7 @@ void print_table(std::FILE* out, const Report& r) {
   if (o.mode == Mode::kMixed) std::fprintf(out, " (GET ratio %.2f)", o.ratio);
   std::fprintf(out, "  server %s:%u  device %s  connections %u  qd %u  cores %zu%s\n", o.server.c_str(),
                o.port, o.device.empty() ? "-" : o.device.c_str(), o.connections, o.qd, o.lcores.size(),
-               o.yield ? " (yield)" : "");
+               idle_note(o));
   if (o.iterations != 0) {
     std::fprintf(out, " iterations %" PRIu64 " per size", o.iterations);
   } else {
@@ -177,6 +181,7 @@ std::string to_json(const Report& r, const RunInfo& info) {
   s["data_lcores"] = o.lcores;
   s["progress"] = uses_client(o.mode) ? json(client_progress_name(o.client_progress)) : json(nullptr);
   s["yield"] = o.yield;
+  s["idle"] = o.event_idle ? "event" : o.yield ? "yield" : "busy";
   s["verify"] = o.verify;
   s["max_message"] = o.max_message;
   s["connect_timeout_s"] = o.connect_timeout_s;

@@ -2,7 +2,8 @@
 // bench_options.hpp the command line, docs/bench.md the user's guide).
 //
 //   rdmagate-bench echo|sink|put|get|mixed [ADDR] [-s 64,4096,1m | -a] [-n N | -D S] [-q CONNS] [-t QD]
-//       [-d DEV] [-p PORT] [--preset lat|bw] [--cores N | --lcores MAP] [--yield] [--verify] [--json FILE|-]
+//       [-d DEV] [-p PORT] [--preset lat|bw] [--cores N | --lcores MAP] [--idle busy|yield|event] [--verify]
+//       [--json FILE|-]
 //
 // Prints a perftest-like table (one row per size; latency as round trip) on stdout and a progress line per
 // second on stderr.
@@ -141,7 +142,8 @@ int rdmagate_bench_main(int argc, char** argv) {
       std::fprintf(stderr, "rdmagate-bench: %s--lcores %s: %s\n", plan.shares_main ? "warning: " : "",
                    lcores_map.c_str(), plan.note.c_str());
     }
-  } else if (const std::string w = bench::lcores_warning(lcores_map, cores, o.yield, cpus); !w.empty()) {
+  } else if (const std::string w = bench::lcores_warning(lcores_map, cores, o.yield || o.event_idle, cpus);
+             !w.empty()) {
     std::fprintf(stderr, "rdmagate-bench: %s\n", w.c_str());
   }
   rdmagate::dataplane::EalOptions eo;
