@@ -416,15 +416,17 @@ int rdmagate_config_set(rdmagate_config* config, const char* name, const char* v
     if (n == "pool_bytes") return set_uint(c->pool_bytes);
     if (n == "request_timeout_ms") return set_ms(c->request_timeout);
     if (n == "connect_timeout_ms") return set_ms(c->connect_timeout);
-    if (n == "yield_when_idle") {
+    const auto set_bool = [&](bool& field) -> int {
       if (v == "1" || v == "true")
-        c->yield_when_idle = true;
+        field = true;
       else if (v == "0" || v == "false")
-        c->yield_when_idle = false;
+        field = false;
       else
         return bad("0, 1, false or true");
       return RDMAGATE_OK;
-    }
+    };
+    if (n == "yield_when_idle") return set_bool(c->yield_when_idle);
+    if (n == "memory_windows") return set_bool(c->memory_windows);
     if (n == "lcores") {
       std::vector<unsigned> ids;
       std::string_view rest = v;

@@ -67,6 +67,8 @@ static void test_config(void) {
   EXPECT(rdmagate_config_set(cfg, "progress", "fast") == RDMAGATE_INVALID_ARGUMENT);
   EXPECT(strstr(rdmagate_config_error(cfg), "want caller, thread or eal_lcores") != NULL);
   EXPECT(rdmagate_config_set(cfg, "yield_when_idle", "maybe") == RDMAGATE_INVALID_ARGUMENT);
+  EXPECT(rdmagate_config_set(cfg, "memory_windows", "no") == RDMAGATE_INVALID_ARGUMENT);
+  EXPECT(strstr(rdmagate_config_error(cfg), "memory_windows = \"no\": want 0, 1, false or true") != NULL);
   EXPECT(rdmagate_config_set(cfg, "lcores", "1,,2") == RDMAGATE_INVALID_ARGUMENT);
   EXPECT(rdmagate_config_set(cfg, "gateway", "10.0.0.1:0") == RDMAGATE_INVALID_ARGUMENT);
   EXPECT(rdmagate_config_set(cfg, "gateway", "10.0.0.1:70000") == RDMAGATE_INVALID_ARGUMENT);
@@ -93,6 +95,7 @@ static void test_config(void) {
   EXPECT(rdmagate_config_set(cfg, "queue_depth", "65535") == RDMAGATE_OK);
   EXPECT(rdmagate_config_set(cfg, "request_timeout_ms", "2500") == RDMAGATE_OK);
   EXPECT(rdmagate_config_set(cfg, "yield_when_idle", "true") == RDMAGATE_OK);
+  EXPECT(rdmagate_config_set(cfg, "memory_windows", "false") == RDMAGATE_OK);
   EXPECT(rdmagate_config_set(cfg, "lcores", "1,2") == RDMAGATE_OK);
   EXPECT(rdmagate_config_set(cfg, "eal_arg", "--no-huge") == RDMAGATE_OK);
   EXPECT(rdmagate_config_set(cfg, "gateway", "[fe80::1]:7000") == RDMAGATE_OK);

@@ -114,6 +114,23 @@ int main(int argc, char** argv) {
   }
   printf("c_api_guest_check: destroy with %d GETs in flight: %d completed OK, %d SHUTDOWN\n", kInFlight,
          kInFlight - settled, settled);
+
+  /* memory_windows "false": the same chunked GET goes out under the registration's key, and the stats say so. */
+  cfg = rdmagate_config_new();
+  EXPECT(rdmagate_config_add_gateway(cfg, argv[1], (uint16_t)atoi(argv[2])) == RDMAGATE_OK);
+  EXPECT(rdmagate_config_set(cfg, "memory_windows", "false") == RDMAGATE_OK);
+  if (rdmagate_client_create(cfg, &client, err, sizeof err) != RDMAGATE_OK) return fprintf(stderr, "%s\n", err), 1;
+  rdmagate_config_free(cfg);
+  EXPECT(rdmagate_client_wait_connected(client, 30000) == RDMAGATE_OK);
+  EXPECT(rdmagate_get(client, "capi-chain-99", 13, big[0], sizeof big[0], NULL) == RDMAGATE_OK);
+  EXPECT(memcmp(big[0], chain_value, sizeof chain_value) == 0);
+  memset(&stats, 0, sizeof stats);
+  stats.struct_size = sizeof stats;
+  EXPECT(rdmagate_client_stats(client, &stats) == RDMAGATE_OK);
+  EXPECT(stats.window_requests == 0 && stats.unscoped_requests >= 1);
+  printf("c_api_guest_check: memory_windows false: window_requests %llu unscoped_requests %llu\n",
+         (unsigned long long)stats.window_requests, (unsigned long long)stats.unscoped_requests);
+  rdmagate_client_destroy(client);
   if (failures != 0) return fprintf(stderr, "c_api_guest_check: %d check(s) failed\n", failures), 1;
   printf("c_api_guest_check: all checks passed\n");
   return 0;
