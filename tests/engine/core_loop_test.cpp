@@ -1282,14 +1282,16 @@ TEST(CoreLoopFake, CompletionOfAnEarlierIncarnationIsDroppedAndCounted) {
   const std::uint32_t tx_free = c.cc().tx_free_top;
   const std::uint32_t in_flight = c.cc().sq_inflight();
   const auto old = static_cast<std::uint16_t>(c.cc().generation - 1);
-  const auto stale = [&](const void* desc, WrKind k, CompletionStatus st) {
+  // Named captures: clang before 16 cannot capture structured bindings.
+  const auto stale = [qp_num = c.cc().qp_num, &cq = core.cq(), old](const void* desc, WrKind k,
+                                                                    CompletionStatus st) {
     Completion wc;
     wc.wr_id = make_wr_id(desc, k, old);
-    wc.qp_num = c.cc().qp_num;
+    wc.qp_num = qp_num;
     wc.status = st;
     wc.device_status = st == CompletionStatus::kFlushed ? IBV_WC_WR_FLUSH_ERR : IBV_WC_REM_ACCESS_ERR;
     wc.byte_len = 64;
-    core.cq().inject(wc);
+    cq.inject(wc);
   };
   stale(&c.cc().rx[0], WrKind::kRecv, CompletionStatus::kOk);
   stale(&c.cc().rx[1], WrKind::kRecv, CompletionStatus::kError);
