@@ -115,11 +115,12 @@ int main(int argc, char** argv) {
   printf("c_api_guest_check: destroy with %d GETs in flight: %d completed OK, %d SHUTDOWN\n", kInFlight,
          kInFlight - settled, settled);
 
-  /* memory_windows "false": the same chunked GET goes out under the registration's key, and the stats say so. */
+  /* memory_windows "false": the chunked GET goes out under the registration's key, and the stats say so. */
   cfg = rdmagate_config_new();
   EXPECT(rdmagate_config_add_gateway(cfg, argv[1], (uint16_t)atoi(argv[2])) == RDMAGATE_OK);
   EXPECT(rdmagate_config_set(cfg, "memory_windows", "false") == RDMAGATE_OK);
-  if (rdmagate_client_create(cfg, &client, err, sizeof err) != RDMAGATE_OK) return fprintf(stderr, "%s\n", err), 1;
+  if (rdmagate_client_create(cfg, &client, err, sizeof err) != RDMAGATE_OK)
+    return fprintf(stderr, "%s\n", err), 1;
   rdmagate_config_free(cfg);
   EXPECT(rdmagate_client_wait_connected(client, 30000) == RDMAGATE_OK);
   EXPECT(rdmagate_get(client, "capi-chain-99", 13, big[0], sizeof big[0], NULL) == RDMAGATE_OK);

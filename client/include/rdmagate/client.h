@@ -114,13 +114,14 @@ RDMAGATE_API int rdmagate_config_set_request_timeout_ms(rdmagate_config* config,
  *   request_timeout_ms, connect_timeout_ms
  *                            unsigned decimal integers (milliseconds)
  *   yield_when_idle          0 | 1 | false | true
- *   memory_windows           0 | 1 | false | true (default true: a type-2 window per chunked request where the
- *                            device has them; docs/client.md "Key scope"); version 3
+ *   memory_windows           0 | 1 | false | true (default true: a type-2 window per chunked request
+ *                            where the device has them; docs/client.md "Key scope"); version 3
  *   lcores                   comma-separated lcore ids ("" = the default)
  *   eal_arg                  appends one EAL argument
  *   principal                the principal to authenticate as (1..64 bytes of [A-Za-z0-9._@-]); version 2
  *   secret                   its secret as "hex:" followed by 32..128 hex digits; version 2
- *   secrets_file             a YAML secrets file in the gateway's format, readable by its owner only; version 2
+ *   secrets_file             a YAML secrets file in the gateway's format, readable by its owner only;
+ *                            version 2
  * RDMAGATE_INVALID_ARGUMENT for an unknown name or a bad value; rdmagate_config_error() says which.
  */
 RDMAGATE_API int rdmagate_config_set(rdmagate_config* config, const char* name, const char* value);
