@@ -27,7 +27,7 @@ bench::Options base_options(const testfix::Gateway& gw) {
   o.port = gw.port();
   o.device = testfix::rdma_device();
   o.lcores = {testfix::kClientLcores[0], testfix::kClientLcores[1]};
-  o.yield = true;
+  o.idle = bench::BenchIdle::kYield;
   o.warmup_s = 0.5;
   o.duration_s = 2.0;
   o.connect_timeout_s = 30;

@@ -228,9 +228,9 @@ control::EngineConfig bench_engine_config(const Options& o, std::uint32_t per_co
     c.rx_per_conn = credits;
     c.tx_per_conn = tx_per_conn;
     c.buf_size = msg;
-    c.idle = o.event_idle ? dataplane::IdlePolicy::kEvent
-             : o.yield    ? dataplane::IdlePolicy::kYield
-                          : dataplane::IdlePolicy::kBusy;
+    c.idle = o.idle == BenchIdle::kEvent   ? dataplane::IdlePolicy::kEvent
+             : o.idle == BenchIdle::kYield ? dataplane::IdlePolicy::kYield
+                                           : dataplane::IdlePolicy::kBusy;
     // Yield soon: in the guest, rxe's softirq work shares the CPUs with the pollers (engine_bench's finding).
     c.idle_yield_after = 8;
     ec.cores.push_back(c);
@@ -1100,7 +1100,7 @@ bool run_kv(const Options& o, Report* rep) {
       cc.cores = 1;
       break;
   }
-  cc.yield_when_idle = o.yield;
+  cc.yield_when_idle = o.idle == BenchIdle::kYield;
   cc.connections_per_gateway = o.connections;
   cc.max_inflight_per_conn = o.qd;
   cc.queue_depth = static_cast<std::uint16_t>(std::clamp<std::uint32_t>(2 * o.qd, 16, 1024));

@@ -60,6 +60,18 @@ const char* preset_name(Preset p) noexcept {
   return "?";
 }
 
+const char* bench_idle_name(BenchIdle i) noexcept {
+  switch (i) {
+    case BenchIdle::kYield:
+      return "yield";
+    case BenchIdle::kEvent:
+      return "event";
+    case BenchIdle::kBusy:
+      break;
+  }
+  return "busy";
+}
+
 const char* client_progress_name(ClientProgress p) noexcept {
   switch (p) {
     case ClientProgress::kEalLcores:
@@ -390,18 +402,15 @@ CliParse parse_cli(int argc, char* const* argv, const CliEnv& env) {
         c.lcores_map = v;
         break;
       case kOptYield:
-        o.yield = true;
-        o.event_idle = false;
+        o.idle = BenchIdle::kYield;
         break;
       case kOptIdle:
         if (std::strcmp(v, "busy") == 0) {
-          o.yield = o.event_idle = false;
+          o.idle = BenchIdle::kBusy;
         } else if (std::strcmp(v, "yield") == 0) {
-          o.yield = true;
-          o.event_idle = false;
+          o.idle = BenchIdle::kYield;
         } else if (std::strcmp(v, "event") == 0) {
-          o.yield = false;
-          o.event_idle = true;
+          o.idle = BenchIdle::kEvent;
         } else {
           return fail("--idle " + std::string(v) + ": busy, yield or event");
         }
@@ -495,7 +504,7 @@ CliParse parse_cli(int argc, char* const* argv, const CliEnv& env) {
   }
   if (given.count(kOptIdle) != 0 && given.count(kOptYield) != 0)
     return fail("--idle and --yield exclude each other");
-  if (o.event_idle && uses_client(o.mode)) {
+  if (o.idle == BenchIdle::kEvent && uses_client(o.mode)) {
     return fail(
         "--idle event applies to echo, sink and connect (the client library's cores busy-poll or yield)");
   }

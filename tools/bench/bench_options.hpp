@@ -24,6 +24,11 @@ inline bool uses_client(Mode m) noexcept {
 enum class ClientProgress : std::uint8_t { kEalLcores = 0, kThread = 1, kCaller = 2 };
 const char* client_progress_name(ClientProgress p) noexcept;  // "eal", "thread", "caller"
 
+// What the bench's cores do when they find no work (--idle; dataplane::IdlePolicy's kBusy, kYield, kEvent).
+// kEvent applies to echo, sink and connect only: the client library's cores busy-poll or yield.
+enum class BenchIdle : std::uint8_t { kBusy = 0, kYield = 1, kEvent = 2 };
+const char* bench_idle_name(BenchIdle i) noexcept;  // "busy", "yield", "event"
+
 struct Options {
   Mode mode = Mode::kGet;
   std::string server;  // gateway address (IPv4/IPv6 literal)
@@ -40,8 +45,7 @@ struct Options {
   double ratio = 0.5;            // mixed: fraction of GETs
   std::vector<unsigned> lcores;  // data-plane lcores (EAL workers), one per core
   std::string device;            // empty: the only device
-  bool yield = false;       // IdlePolicy::kYield on the bench's cores (shared CPUs): --idle yield, --yield
-  bool event_idle = false;  // IdlePolicy::kEvent on the bench's cores: --idle event (echo, sink, connect)
+  BenchIdle idle = BenchIdle::kBusy;  // --idle; --yield is --idle yield (shared CPUs)
   bool verify = false;
   ClientProgress client_progress = ClientProgress::kEalLcores;
   bool progress = true;              // a line per second on stderr

@@ -35,7 +35,7 @@ Latency latency_of(const Histogram& h, double us_per_tick) noexcept {
 namespace {
 
 const char* idle_note(const Options& o) {
-  return o.event_idle ? " (event)" : o.yield ? " (yield)" : "";
+  return o.idle == BenchIdle::kEvent ? " (event)" : o.idle == BenchIdle::kYield ? " (yield)" : "";
 }
 
 // connect: cmtime's table (its columns and their meaning), then the rate.
@@ -180,8 +180,8 @@ std::string to_json(const Report& r, const RunInfo& info) {
   s["lcores"] = info.lcores_map;
   s["data_lcores"] = o.lcores;
   s["progress"] = uses_client(o.mode) ? json(client_progress_name(o.client_progress)) : json(nullptr);
-  s["yield"] = o.yield;
-  s["idle"] = o.event_idle ? "event" : o.yield ? "yield" : "busy";
+  s["yield"] = o.idle == BenchIdle::kYield;
+  s["idle"] = bench_idle_name(o.idle);
   s["verify"] = o.verify;
   s["max_message"] = o.max_message;
   s["connect_timeout_s"] = o.connect_timeout_s;

@@ -142,7 +142,8 @@ int rdmagate_bench_main(int argc, char** argv) {
       std::fprintf(stderr, "rdmagate-bench: %s--lcores %s: %s\n", plan.shares_main ? "warning: " : "",
                    lcores_map.c_str(), plan.note.c_str());
     }
-  } else if (const std::string w = bench::lcores_warning(lcores_map, cores, o.yield || o.event_idle, cpus);
+  } else if (const std::string w =
+                 bench::lcores_warning(lcores_map, cores, o.idle != bench::BenchIdle::kBusy, cpus);
              !w.empty()) {
     std::fprintf(stderr, "rdmagate-bench: %s\n", w.c_str());
   }
