@@ -69,10 +69,9 @@ std::optional<ibv_qp_cap> create_rc_qp(rdma_cm_id* id, ibv_pd* pd, ibv_cq* cq, c
       return std::nullopt;
     }
   }
-  // What the device granted: inline sends only when max_inline_data says there is room.
-  ibv_qp_attr attr{};
-  ibv_qp_init_attr init{};
-  return ibv_query_qp(id->qp, &attr, IBV_QP_CAP, &init) == 0 ? init.cap : qa.cap;
+  // What the device granted (inline sends only when max_inline_data says there is room): rdma_create_qp
+  // writes it back into qa.cap, as ibv_create_qp does, so no ibv_query_qp (one syscall per connection).
+  return qa.cap;
 }
 
 std::unique_ptr<BackendMr> register_verbs_memory(ibv_pd* pd, void* addr, std::size_t len, int access,

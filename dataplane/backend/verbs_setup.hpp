@@ -22,9 +22,9 @@ std::unique_ptr<DeviceBackend> make_verbs_device(ibv_context* ctx, ibv_pd* pd);
 // What every backend of the verbs family shares at setup (the mlx5dv backend's QPs are these, taken over).
 //
 // An RC QP for `id` on `cq` (send and receive), one SGE each way, selective signaling, as `caps` asks; when
-// the device refuses the inline size, without inline rather than no connection. The granted caps are read
-// back (ibv_query_qp). With `srq` the QP takes its receives from it and has no receive queue of its own.
-// nullopt and *error on failure.
+// the device refuses the inline size, without inline rather than no connection. Returns the granted caps
+// (rdma_create_qp writes them back). With `srq` the QP takes its receives from it and has no receive queue of
+// its own. nullopt and *error on failure.
 std::optional<ibv_qp_cap> create_rc_qp(rdma_cm_id* id, ibv_pd* pd, ibv_cq* cq, const QpCaps& caps,
                                        std::string* error, ibv_srq* srq = nullptr);
 // ibv_reg_mr as a BackendMr (deregistered by its destructor). nullptr and *error on failure.
