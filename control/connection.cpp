@@ -57,7 +57,7 @@ int Connection::create_cm_id() noexcept {
 }
 
 int Connection::arm_handshake_timer(Duration timeout) noexcept {
-  eng_.schedule_st(*this, DeadlineKind::kHandshake, std::chrono::steady_clock::now() + timeout);
+  eng_.schedule_st(*this, DeadlineKind::kHandshake, eng_.now_st() + timeout);
   return 0;
 }
 
@@ -224,7 +224,7 @@ int Connection::accept() noexcept {
 }
 
 int Connection::schedule_reconnect(Duration delay) noexcept {
-  eng_.schedule_st(*this, DeadlineKind::kReconnect, std::chrono::steady_clock::now() + delay);
+  eng_.schedule_st(*this, DeadlineKind::kReconnect, eng_.now_st() + delay);
   reconnect_delays_.push_back(delay);
   ++eng_.counters_.reconnects;
   return 0;
@@ -242,7 +242,7 @@ void Connection::send_close(CloseReason why) noexcept {
     eng_.cores_[static_cast<std::size_t>(core_)]->control_mailbox().send_st(dataplane::ToCore::close(handle(), why));
   }
   close_kick_delay_ = kFirstCloseKick;
-  eng_.schedule_st(*this, DeadlineKind::kCloseKick, std::chrono::steady_clock::now() + close_kick_delay_);
+  eng_.schedule_st(*this, DeadlineKind::kCloseKick, eng_.now_st() + close_kick_delay_);
 }
 
 // A request we took but could not accept (setup failure, timeout, shutdown). When the CM refuses the reject

@@ -408,6 +408,7 @@ std::uint64_t Engine::connect(const std::string& addr, std::uint16_t port, std::
   lc.backoff = cfg_.backoff;
   lc.handshake_timeout = cfg_.handshake_timeout;
   lc.reject_code_unavailable = static_cast<std::uint8_t>(protocol::RejectReason::kNoResources);
+  refresh_clock_st();  // called between turns: the handshake deadline counts from now
   const std::uint64_t id = next_id_++;
   auto conn = std::make_unique<Connection>(*this, lc, id);
   conn->pinned_core_ = core;
@@ -1055,6 +1056,7 @@ void Engine::set_admission_st(std::uint32_t per_source, double rate, std::uint32
 }
 
 void Engine::set_fault_rules_st(const dataplane::FaultTable& t) {
+  refresh_clock_st();
   const dataplane::FaultTable* p = fault_tables_.publish(t);
   for (auto& core : cores_) {
     core->control_mailbox().send_st(
@@ -1102,6 +1104,7 @@ void Engine::set_auth_timeout_st(std::uint64_t auth_timeout_us) {
 
 std::size_t Engine::revoke_not_admitted_st() {
   if (!cfg_.admit) return 0;
+  refresh_clock_st();
   std::size_t n = 0;
   for (Connection* c : connections()) {
     if (c->lifecycle().role() != Role::kPassive) continue;
@@ -1120,6 +1123,7 @@ std::size_t Engine::revoke_not_admitted_st() {
 }
 
 void Engine::close_st(std::uint64_t id, CloseReason why) {
+  refresh_clock_st();
   if (Connection* c = find(id)) {
     EventArgs a;
     a.close_reason = why;
@@ -1128,6 +1132,7 @@ void Engine::close_st(std::uint64_t id, CloseReason why) {
 }
 
 void Engine::begin_shutdown_st() {
+  refresh_clock_st();
   accepting_ = false;
   for (rdma_cm_id* l : listeners_) rdma_destroy_id(l);
   listeners_.clear();
@@ -1286,7 +1291,7 @@ void Engine::log_conn_st(const char* fmt, ...) {
 
 void Engine::emit_log_st(LogRateLimit& limit, const char* fmt, va_list ap) {
   std::uint64_t suppressed = 0;
-  if (!limit.allow(std::chrono::steady_clock::now(), &suppressed)) return;
+  if (!limit.allow(now_, &suppressed)) return;
   char buf[512];
   std::vsnprintf(buf, sizeof(buf), fmt, ap);
   if (suppressed != 0) {

@@ -351,6 +351,9 @@ class Engine {
   // readable (level-triggered: on_readable must consume what made it so). Control thread, setup time.
   bool watch_fd_st(int fd, std::function<void()> on_readable, std::string* error);
   // The monotonic clock as poll_st read it once after its last sleep (create's time before the first turn).
+  // Every deadline and the log rate limits count from it; the public calls that dispatch between turns
+  // (connect, close_st, revoke_not_admitted_st, set_fault_rules_st, begin_shutdown_st) read the clock
+  // first, so a deadline they set never starts in the past.
   TimePoint now_st() const noexcept { return now_; }
 
   // A SIGHUP reload of the admission limits (EngineConfig::max_conns_per_source, connect_rate,
@@ -447,6 +450,7 @@ class Engine {
   void arm_timerfd_st(bool backlog);
   // Sets one of c's deadlines and queues it (DeadlineQueue); the member stays the truth, the queue the index.
   void schedule_st(Connection& c, DeadlineKind kind, TimePoint when);
+  void refresh_clock_st() noexcept { now_ = std::chrono::steady_clock::now(); }
   std::optional<TimePoint>& deadline_of(Connection& c, DeadlineKind kind) noexcept;
   // The earliest deadline of a live connection still set to its queued time (stale entries dropped).
   const DeadlineEntry* next_deadline_st();
