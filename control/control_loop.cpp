@@ -441,7 +441,9 @@ void Engine::poll_st(int timeout_ms) {
   epoll_event evs[8];
   const int n = epoll_wait(epfd_, evs, 8, timeout_ms);
   if (n < 0 && errno != EINTR) log_st("epoll_wait: %m");
-  reply_bell_->disarm();                    // the rings are drained below, whatever woke us
+  bool rung = false;
+  for (int i = 0; i < n; ++i) rung = rung || evs[i].data.u64 == kTagReplyBell;
+  reply_bell_->disarm(rung);                // the rings are drained below, whatever woke us
   now_ = std::chrono::steady_clock::now();  // the one clock read of this turn
   for (int i = 0; i < n; ++i) {
     if (evs[i].data.u64 >= kTagWatchedBase) {
@@ -459,7 +461,7 @@ void Engine::poll_st(int timeout_ms) {
       case kTagAsyncInbox:
         handle_async_events_st();
         break;
-      case kTagReplyBell:  // read by disarm()
+      case kTagReplyBell:  // read by disarm(rung)
         break;
       case kTagTimer: {
         std::uint64_t ticks = 0;

@@ -303,11 +303,12 @@ class CoreLoop {
     ++idle_.arms;
     if (!sleeper.arm_st(cq_)) [[unlikely]] {
       ++cnt_.errors[static_cast<std::size_t>(CoreError::kCompletion)];
-      sleeper.disarm_st();
+      sleeper.disarm_st(CoreSleeper::kAll);
       return false;
     }
+    // Refused: what raced the arm (a completion's event, a command's ring) is likely what the look found.
     if (!nothing_pending_st()) {
-      sleeper.disarm_st();
+      sleeper.disarm_st(CoreSleeper::kAll);
       return false;
     }
     ++idle_.sleeps;
@@ -320,7 +321,7 @@ class CoreLoop {
     now_ = rte_rdtsc();
     idle_.state(PollerState::kSleep) += now_ - t0;
     if (res_.stats != nullptr) res_.stats->set(telemetry::Stat::kSleeping, 0);
-    sleeper.disarm_st();
+    sleeper.disarm_st(woke);
     if (woke == 0) {
       ++idle_.wakeups[static_cast<std::size_t>(WakeSource::kTimer)];
       timers_st();

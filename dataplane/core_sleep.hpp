@@ -37,9 +37,9 @@ class CqEvents {
   virtual int fd() const noexcept = 0;
   // Asks for one event at the next completion on `cq`. False: the device refused (the core then polls).
   virtual bool arm(BackendCq& cq) noexcept = 0;
-  // Takes every event waiting on fd(), each acknowledged (a CQ cannot be destroyed with unacknowledged
-  // events). Returns how many.
-  virtual unsigned consume() noexcept = 0;
+  // Takes up to `max` events waiting on fd(), one read each, each acknowledged (a CQ cannot be destroyed
+  // with unacknowledged events). Returns how many.
+  virtual unsigned consume(unsigned max) noexcept = 0;
   // The verbs channel the CQ must be created on; null for a stand-in.
   virtual ibv_comp_channel* channel() const noexcept { return nullptr; }
 };
@@ -100,15 +100,21 @@ class CoreSleeper {
     for (int i = 0; i < n; ++i) woke |= 1u << evs[i].data.u32;
     return woke;
   }
-  // Awake again (or the last look found work): no more bell writes wanted, and every CQ event taken so that
-  // the next epoll_wait does not return at once for an old one.
-  void disarm_st() noexcept {
-    bell_.disarm();
-    events_->consume();
+  // Awake again (`woke`: sleep_st's bits; kAll when the last look found work): no more bell writes wanted,
+  // and the fds epoll reported emptied. One it did not report is not read (the read would fail with EAGAIN, a
+  // syscall per wakeup); an event or ring that raced the wakeup makes the next sleep return at once, and
+  // is taken then.
+  static constexpr unsigned kAll = ~0u;
+  void disarm_st(unsigned woke) noexcept {
+    bell_.disarm((woke & bit(WakeSource::kCommand)) != 0);
+    // An arm raises at most one event, and a sleep follows one arm: after a sleep one read takes its event
+    // (the read that would find the channel empty is spared). A refused sleep takes every event waiting.
+    if ((woke & bit(WakeSource::kCompletion)) != 0) events_->consume(woke == kAll ? ~0u : 1u);
   }
 
  private:
   explicit CoreSleeper(std::unique_ptr<CqEvents> events) noexcept : events_(std::move(events)) {}
+  static constexpr unsigned bit(WakeSource s) noexcept { return 1u << static_cast<unsigned>(s); }
 
   std::unique_ptr<CqEvents> events_;
   Doorbell bell_;

@@ -38,11 +38,11 @@ class VerbsCqEvents final : public CqEvents {
   bool arm(BackendCq& cq) noexcept override {
     return cq.armable != nullptr && ibv_req_notify_cq(cq.armable, 0) == 0;
   }
-  unsigned consume() noexcept override {
+  unsigned consume(unsigned max) noexcept override {
     unsigned n = 0;
     ibv_cq* cq = nullptr;
     void* ctx = nullptr;
-    while (ibv_get_cq_event(ch_, &cq, &ctx) == 0) {
+    while (n < max && ibv_get_cq_event(ch_, &cq, &ctx) == 0) {
       ibv_ack_cq_events(cq, 1);
       ++n;
     }

@@ -33,9 +33,12 @@ class Doorbell {
     armed_.store(true, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
   }
-  // Sleeper, once awake: no more writes wanted; empties the eventfd.
-  void disarm() noexcept {
+  // Sleeper, once awake: no more writes wanted; empties the eventfd. `rung` false: the sleeper's poll did
+  // not report fd() readable, so the read (a syscall that would fail with EAGAIN) is skipped; a write that
+  // raced the wakeup then makes the next sleep return at once, one spurious turn.
+  void disarm(bool rung = true) noexcept {
     armed_.store(false, std::memory_order_relaxed);
+    if (!rung) return;
     std::uint64_t v = 0;
     [[maybe_unused]] const ssize_t n = read(fd_, &v, sizeof(v));
   }

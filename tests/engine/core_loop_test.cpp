@@ -2160,19 +2160,21 @@ INSTANTIATE_TEST_SUITE_P(Policies, IdlePolicyLoop,
                          });
 
 // The verbs completion channel's stand-in: an eventfd the test writes when a completion lands on an armed CQ,
-// which is what the device does (one event per arming).
+// which is what the device does (one event per arming); a semaphore, so that one read takes one event.
 class StandInCqEvents final : public CqEvents {
  public:
-  StandInCqEvents() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  StandInCqEvents() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC | EFD_SEMAPHORE)) {}
   ~StandInCqEvents() override { close(fd_); }
   int fd() const noexcept override { return fd_; }
   bool arm(BackendCq&) noexcept override {
     armed_.store(true);
     return true;
   }
-  unsigned consume() noexcept override {
+  unsigned consume(unsigned max) noexcept override {
+    unsigned n = 0;
     std::uint64_t v = 0;
-    return read(fd_, &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v)) ? static_cast<unsigned>(v) : 0u;
+    while (n < max && read(fd_, &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v))) ++n;
+    return n;
   }
   // A completion was pushed: the event, if the CQ is armed. False: it was not.
   bool fire() {
