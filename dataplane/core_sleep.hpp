@@ -100,15 +100,14 @@ class CoreSleeper {
     for (int i = 0; i < n; ++i) woke |= 1u << evs[i].data.u32;
     return woke;
   }
-  // Awake again (`woke`: sleep_st's bits; kAll when the last look found work): no more bell writes wanted,
-  // and the fds epoll reported emptied. One it did not report is not read (the read would fail with EAGAIN, a
-  // syscall per wakeup); an event or ring that raced the wakeup makes the next sleep return at once, and
-  // is taken then.
+  // Awake again (`woke`: sleep_st's bits; kAll when the last look found work): no more bell writes wanted.
+  // Only the fds epoll reported are read, and after a sleep the channel once: a sleep follows one arm, and
+  // an arm raises at most one event, so the reads that would fail with EAGAIN (a syscall each) are spared.
+  // A refused sleep takes every event waiting. An event or ring that raced the wakeup makes the next sleep
+  // return at once, and is taken then.
   static constexpr unsigned kAll = ~0u;
   void disarm_st(unsigned woke) noexcept {
     bell_.disarm((woke & bit(WakeSource::kCommand)) != 0);
-    // An arm raises at most one event, and a sleep follows one arm: after a sleep one read takes its event
-    // (the read that would find the channel empty is spared). A refused sleep takes every event waiting.
     if ((woke & bit(WakeSource::kCompletion)) != 0) events_->consume(woke == kAll ? ~0u : 1u);
   }
 
