@@ -34,8 +34,9 @@ Latency latency_of(const Histogram& h, double us_per_tick) noexcept {
 
 namespace {
 
-const char* idle_note(const Options& o) {
-  return o.idle == BenchIdle::kEvent ? " (event)" : o.idle == BenchIdle::kYield ? " (yield)" : "";
+// " (yield)" or " (event)" after the core count; nothing for busy polling, the default.
+std::string idle_note(const Options& o) {
+  return o.idle == BenchIdle::kBusy ? std::string() : std::string(" (") + bench_idle_name(o.idle) + ")";
 }
 
 // connect: cmtime's table (its columns and their meaning), then the rate.
@@ -44,7 +45,7 @@ void print_connect(std::FILE* out, const Report& r) {
   const ConnectResult& c = r.connect;
   std::fprintf(out, " rdmagate-bench connect  server %s:%u  device %s  connections %u  cores %zu%s\n",
                o.server.c_str(), o.port, o.device.empty() ? "-" : o.device.c_str(), o.connections,
-               o.lcores.size(), idle_note(o));
+               o.lcores.size(), idle_note(o).c_str());
   std::fprintf(out,
                " all connections started at once; each verified by one %" PRIu64
                " B echo round trip, then all closed\n",
@@ -92,7 +93,7 @@ void print_table(std::FILE* out, const Report& r) {
   if (o.mode == Mode::kMixed) std::fprintf(out, " (GET ratio %.2f)", o.ratio);
   std::fprintf(out, "  server %s:%u  device %s  connections %u  qd %u  cores %zu%s\n", o.server.c_str(),
                o.port, o.device.empty() ? "-" : o.device.c_str(), o.connections, o.qd, o.lcores.size(),
-               idle_note(o));
+               idle_note(o).c_str());
   if (o.iterations != 0) {
     std::fprintf(out, " iterations %" PRIu64 " per size", o.iterations);
   } else {
