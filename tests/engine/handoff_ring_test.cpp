@@ -495,6 +495,9 @@ TEST(Mailboxes, ControlAndCoreThreadsHandOffAMillionCommands) {
   ControlMailbox control(p.h.to_core().take_producer(), p.h.to_control().take_consumer());
   CoreMailbox<kPending> core(p.h.to_core().take_consumer(), p.h.to_control().take_producer());
   std::atomic<bool> stop{false};
+  // The core starts only once control has had to defer a command (its ring full), so that the slow path
+  // runs whatever the scheduler does; a core that kept up from the start left it untested (seen under TSan).
+  std::atomic<bool> go{false};
 
   struct CoreSide {
     CoreMailbox<kPending>* mailbox;
@@ -515,6 +518,7 @@ TEST(Mailboxes, ControlAndCoreThreadsHandOffAMillionCommands) {
   } core_side{&core};
 
   std::thread core_thread([&] {
+    while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
     for (std::uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
       // A real core never yields; this host may be shared with compilers, so give the CPU away when idle.
       if ((i & (CoreMailbox<kPending>::kCheckEvery - 1)) == 0 && core.check_st(core_side) == 0) {
@@ -544,6 +548,7 @@ TEST(Mailboxes, ControlAndCoreThreadsHandOffAMillionCommands) {
       control.send_st(ToCore::close(ConnHandle{sent}, CloseReason::kLocal));
     }
     control.flush_st();
+    if (control.counters().deferred > 0) go.store(true, std::memory_order_release);
     if (control.drain_st(control_side) == 0) std::this_thread::yield();
   }
   stop.store(true, std::memory_order_relaxed);
