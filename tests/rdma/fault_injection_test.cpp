@@ -110,6 +110,17 @@ class FaultInjection : public ::testing::Test {
     return r.status;
   }
   std::string metrics() { return http_get(g_http_port, "/metrics").body; }
+  // /metrics once `injected(action, where)` shows at least one, or after 2 s. A count shows from the next
+  // stats publication (every 100 ms) after the core or control counted it, which the client's next answer
+  // may beat.
+  std::string metrics_once_injected(const char* action, const char* where) {
+    std::string m = metrics();
+    for (int i = 0; i < 20 && injected(m, action, where) < 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      m = metrics();
+    }
+    return m;
+  }
 
   Child daemon_;
   std::string yaml_, log_;
@@ -155,13 +166,7 @@ TEST_F(FaultInjection, RulesInstalledBySighupActAndAreCounted) {
   EXPECT_NE(corrupted, client::Status::kOk);
   ASSERT_TRUE(connected()) << "no reconnect after the protocol violation";
   EXPECT_EQ(get("k", &got), client::Status::kOk);  // count=1: spent
-  // The core counts the corruption as it does it; /metrics shows the count from its next stats publication
-  // (every 100 ms), which the reconnect and the GET may beat. The violation is control's count, at once.
-  std::string m2 = metrics();
-  for (int i = 0; i < 20 && injected(m2, "corrupt", "rx") < 1; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    m2 = metrics();
-  }
+  const std::string m2 = metrics_once_injected("corrupt", "rx");
   EXPECT_EQ(injected(m2, "corrupt", "rx"), 1);
   EXPECT_EQ(metric(m2, "rdmagate_protocol_violations_total", {{"code", "bad_magic"}}),
             (violations0 < 0 ? 0 : violations0) + 1);
@@ -173,13 +178,8 @@ TEST_F(FaultInjection, RulesInstalledBySighupActAndAreCounted) {
   t0 = Clock::now();
   ASSERT_TRUE(install({"stall ms=1500 core=0"})) << read_file(log_);
   EXPECT_EQ(get("k", &got), client::Status::kOk);
-  // The core counts the stall as it ends, just before it serves the GET; /metrics shows the count from the
-  // next stats publication (every 100 ms), which the answer may beat.
-  std::string m3 = metrics();
-  for (int i = 0; i < 20 && injected(m3, "stall", "core") < 1; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    m3 = metrics();
-  }
+  // The core counts the stall as it ends, just before it serves the GET.
+  const std::string m3 = metrics_once_injected("stall", "core");
   EXPECT_EQ(injected(m3, "stall", "core"), 1);
   EXPECT_GE(metric(m3, "rdmagate_fault_stall_seconds_total"), 1.5);
   std::printf("fault_injection: stall 1500 ms: counted, %.3f s stalled, first GET after %.0f ms\n",
@@ -191,7 +191,7 @@ TEST_F(FaultInjection, RulesInstalledBySighupActAndAreCounted) {
   EXPECT_TRUE(wait_for([&] { return cl_->stats().connection_lost + cl_->stats().reconnects > lost0; }, 20s));
   ASSERT_TRUE(connected()) << "no reconnect after qp_err";
   EXPECT_EQ(get("k", &got), client::Status::kOk);
-  EXPECT_GE(injected(metrics(), "qp_err", "peer"), 1);
+  EXPECT_GE(injected(metrics_once_injected("qp_err", "peer"), "qp_err", "peer"), 1);
 
   // No rules: every request answers.
   ASSERT_TRUE(install({})) << read_file(log_);
