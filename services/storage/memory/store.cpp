@@ -45,8 +45,9 @@ uint64_t align_up(uint64_t v, uint64_t a) {
 }
 
 uint64_t bucket_count_for(uint32_t max_objects) {
-  // Load factor <= ~2/3 of the slots keeps insert failures within the 4-bucket probe window rare.
-  const uint64_t want = (uint64_t{max_objects} * 3 / 2 + kSlotsPerBucket - 1) / kSlotsPerBucket;
+  // At most a quarter of the slots in use with max_objects published, so a store filled to max_objects
+  // does not meet a full probe window (docs/store.md has the figures: half full, most such fills did).
+  const uint64_t want = (uint64_t{max_objects} * 4 + kSlotsPerBucket - 1) / kSlotsPerBucket;
   uint64_t n = kProbeBuckets;
   while (n < want) n <<= 1;
   return n;

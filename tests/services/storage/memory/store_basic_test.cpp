@@ -215,7 +215,8 @@ TEST(Store, WholeRegionCapacityIsUsableAndReturns) {
   for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(s->remove(0, test::key_of("big", i)), Status::kOk);
   expect_empty(*s);
   // After merging back, the same number fits again.
-  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(s->put(0, test::key_of("big", i), as_span(pattern(kMaxValue, i))), Status::kOk);
+  for (uint32_t i = 0; i < n; ++i)
+    ASSERT_EQ(s->put(0, test::key_of("big", i), as_span(pattern(kMaxValue, i))), Status::kOk);
   for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(s->remove(0, test::key_of("big", i)), Status::kOk);
   expect_empty(*s);
 }
@@ -259,6 +260,33 @@ TEST(Store, FullIndexWindowReturnsNoSpaceAndRefundsTheReservation) {
   EXPECT_EQ(s->put(0, "k0", as_span(pattern(8, 77))), Status::kOk);
   for (uint32_t i = 0; i < 40; ++i) (void)s->remove(0, test::key_of("k", i));
   expect_empty(*s);
+}
+// max_objects is a promise: a store takes that many distinct keys without meeting a full probe window.
+// 7,168 objects is the sizing's worst case (exactly a quarter of 4,096 buckets' slots); 16,384 is the index
+// of the gateway's 64 MiB test store, whose fills met a full window 1,570 times in 2,000 under the old
+// half-full sizing (docs/store.md). Each fill here draws its own hash seed.
+TEST(Store, FilledToMaxObjectsWithoutAFullProbeWindow) {
+  for (const uint32_t max_objects : {7168u, 16384u}) {
+    StoreConfig c;
+    c.max_value = 64;
+    c.max_objects = max_objects;
+    c.max_inflight = 16;
+    c.max_cores = 1;
+    const uint64_t values = uint64_t{max_objects} * 512;  // class size + descriptor, with room to spare
+    Region r(values + Store::metadata_bytes(c, values) + (1 << 20));
+    const auto v = pattern(64, 7);
+    for (int fill = 0; fill < 8; ++fill) {
+      auto s = make_store(r, c);
+      ASSERT_NE(s, nullptr);
+      EXPECT_EQ(StoreTestPeer::bucket_mask(*s) + 1, max_objects == 7168u ? 4096u : 16384u);
+      for (uint32_t i = 0; i < max_objects; ++i) {
+        ASSERT_EQ(s->put(0, test::key_of("b-", i), as_span(v)), Status::kOk)
+            << "key " << i << " of " << max_objects;
+      }
+      EXPECT_EQ(s->stats().objects, max_objects);
+      EXPECT_EQ(s->stats().window_full, 0u);
+    }
+  }
 }
 
 TEST(Store, PinnedValueSurvivesOverwriteAndDeleteUntilUnpinned) {
@@ -318,7 +346,7 @@ TEST(Store, ReserveCommitPublishesAndAbortLeaksNothing) {
   EXPECT_EQ(res.size, v.size());
   PinnedValue got;
   EXPECT_EQ(s->get(0, "k", &got), Status::kNotFound);  // a reservation is invisible
-  std::memcpy(res.data, v.data(), v.size());              // stands in for the RDMA READ
+  std::memcpy(res.data, v.data(), v.size());           // stands in for the RDMA READ
   ASSERT_EQ(s->commit(0, &res), Status::kOk);
   EXPECT_EQ(res.token, PinnedValue::kNoToken);
   ASSERT_EQ(s->get(0, "k", &got), Status::kOk);

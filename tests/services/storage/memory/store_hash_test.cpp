@@ -27,7 +27,7 @@ constexpr const char* kTarget = "the-key-they-want-refused";
 StoreConfig index_config() {
   StoreConfig c;
   c.max_value = 4096;
-  c.max_objects = 1024;  // 256 buckets: 28 crafted keys are 3% of the objects the store is sized for
+  c.max_objects = 1024;  // 1,024 buckets: 28 crafted keys are 3% of the objects the store is sized for
   c.max_inflight = 64;
   c.max_cores = 2;
   return c;
