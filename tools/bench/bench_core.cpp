@@ -233,6 +233,7 @@ control::EngineConfig bench_engine_config(const Options& o, std::uint32_t per_co
                                            : dataplane::IdlePolicy::kBusy;
     // Yield soon: in the guest, rxe's softirq work shares the CPUs with the pollers (engine_bench's finding).
     c.idle_yield_after = 8;
+    c.idle_event_after_us = o.idle_event_after_us;
     ec.cores.push_back(c);
   }
   ec.local.params = protocol::ConnParams{credits, msg, protocol::kMaxFragments, 1u << 20};

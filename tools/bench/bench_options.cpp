@@ -138,6 +138,8 @@ std::string usage_text() {
          "                           (sched_yield: shared CPUs, e.g. the 2-vCPU guest) or event (echo, sink\n"
          "                           and connect: sleep on the completion channel after 1 ms idle, as the\n"
          "                           gateway's dataplane.idle_policy event)\n"
+         "  --idle-event-after US    --idle event: the idle time before a core sleeps (1000; the gateway's\n"
+         "                           dataplane.idle_event_after_us)\n"
          "  --yield                  --idle yield\n"
          "  --verify                 self-describing values; every GET checks every byte\n"
          "  --max-message B          inline threshold offered to the gateway (4096)\n"
@@ -215,6 +217,7 @@ enum LongOnly : int {
   kOptLcores,
   kOptYield,
   kOptIdle,
+  kOptIdleEventAfter,
   kOptVerify,
   kOptMaxMessage,
   kOptConnectTimeout,
@@ -256,6 +259,7 @@ const option kLongOpts[] = {
     {"lcores", required_argument, nullptr, kOptLcores},
     {"yield", no_argument, nullptr, kOptYield},
     {"idle", required_argument, nullptr, kOptIdle},
+    {"idle-event-after", required_argument, nullptr, kOptIdleEventAfter},
     {"verify", no_argument, nullptr, kOptVerify},
     {"max-message", required_argument, nullptr, kOptMaxMessage},
     {"connect-timeout", required_argument, nullptr, kOptConnectTimeout},
@@ -415,6 +419,10 @@ CliParse parse_cli(int argc, char* const* argv, const CliEnv& env) {
           return fail("--idle " + std::string(v) + ": busy, yield or event");
         }
         break;
+      case kOptIdleEventAfter:
+        if (!parse_u64(v, &u) || u == 0 || u > 10'000'000) return bad();
+        o.idle_event_after_us = static_cast<std::uint32_t>(u);
+        break;
       case kOptVerify:
         o.verify = true;
         break;
@@ -504,6 +512,8 @@ CliParse parse_cli(int argc, char* const* argv, const CliEnv& env) {
   }
   if (given.count(kOptIdle) != 0 && given.count(kOptYield) != 0)
     return fail("--idle and --yield exclude each other");
+  if (given.count(kOptIdleEventAfter) != 0 && o.idle != BenchIdle::kEvent)
+    return fail("--idle-event-after applies to --idle event");
   if (o.idle == BenchIdle::kEvent && uses_client(o.mode)) {
     return fail(
         "--idle event applies to echo, sink and connect (the client library's cores busy-poll or yield)");

@@ -46,6 +46,7 @@ struct Options {
   std::vector<unsigned> lcores;  // data-plane lcores (EAL workers), one per core
   std::string device;            // empty: the only device
   BenchIdle idle = BenchIdle::kBusy;  // --idle; --yield is --idle yield (shared CPUs)
+  std::uint32_t idle_event_after_us = 1000;  // --idle-event-after: idle time before an event core sleeps
   bool verify = false;
   ClientProgress client_progress = ClientProgress::kEalLcores;
   bool progress = true;              // a line per second on stderr

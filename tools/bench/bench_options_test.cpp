@@ -145,13 +145,37 @@ TEST(BenchCli, HelpListsEveryFlagWithItsShortForm) {
   EXPECT_EQ(parse({"-V"}).action, CliAction::kVersion);
   EXPECT_EQ(parse({"--version"}).action, CliAction::kVersion);
   const std::string u = usage_text();
-  for (const char* f :
-       {"-s, --size",     "-a, --all",     "-n, --iterations", "-D, --duration",    "-q, --connections",
-        "-t, --qd",       "-d, --device",  "-p, --port",       "-c, --connection",  "-R, --rdma_cm",
-        "-F, --CPU-freq", "-V, --version", "-h, --help",       "--preset",          "--warmup",
-        "--keys",         "--ratio",       "--cores",          "--lcores",          "--yield",
-        "--idle",         "--verify",      "--max-message",    "--connect-timeout", "--json",
-        "--quiet",        "--server",      "--principal",      "--secrets-file",    "--no-memory-windows"}) {
+  for (const char* f : {"-s, --size",
+                        "-a, --all",
+                        "-n, --iterations",
+                        "-D, --duration",
+                        "-q, --connections",
+                        "-t, --qd",
+                        "-d, --device",
+                        "-p, --port",
+                        "-c, --connection",
+                        "-R, --rdma_cm",
+                        "-F, --CPU-freq",
+                        "-V, --version",
+                        "-h, --help",
+                        "--preset",
+                        "--warmup",
+                        "--keys",
+                        "--ratio",
+                        "--cores",
+                        "--lcores",
+                        "--yield",
+                        "--idle",
+                        "--idle-event-after",
+                        "--verify",
+                        "--max-message",
+                        "--connect-timeout",
+                        "--json",
+                        "--quiet",
+                        "--server",
+                        "--principal",
+                        "--secrets-file",
+                        "--no-memory-windows"}) {
     EXPECT_NE(u.find(f), std::string::npos) << f << " missing from --help";
   }
   EXPECT_NE(u.find("round trip"), std::string::npos);
@@ -243,6 +267,18 @@ TEST(BenchCli, ConnectModeCountsConnectionsWithN) {
   p = parse({"connect", "198.18.0.1", "--idle", "event"});
   ASSERT_EQ(p.action, CliAction::kRun) << p.error;
   EXPECT_EQ(p.cli.bench.idle, BenchIdle::kEvent);
+  EXPECT_EQ(p.cli.bench.idle_event_after_us, 1000u) << "the gateway's dataplane.idle_event_after_us default";
+  p = parse({"connect", "198.18.0.1", "--idle", "event", "--idle-event-after", "100"});
+  ASSERT_EQ(p.action, CliAction::kRun) << p.error;
+  EXPECT_EQ(p.cli.bench.idle_event_after_us, 100u);
+  for (const char* bad : {"0", "10000001", "x"}) {
+    EXPECT_EQ(parse({"connect", "198.18.0.1", "--idle", "event", "--idle-event-after", bad}).action,
+              CliAction::kUsageError)
+        << bad;
+  }
+  const CliParse not_event = parse({"connect", "198.18.0.1", "--idle", "yield", "--idle-event-after", "100"});
+  ASSERT_EQ(not_event.action, CliAction::kUsageError);
+  EXPECT_NE(not_event.error.find("applies to --idle event"), std::string::npos) << not_event.error;
   p = parse({"get", "198.18.0.1", "--idle", "yield"});
   ASSERT_EQ(p.action, CliAction::kRun) << p.error;
   EXPECT_EQ(p.cli.bench.idle, BenchIdle::kYield);
@@ -448,18 +484,31 @@ TEST(BenchReport, JsonCarriesVersionDeviceTimeHostAndEverySetting) {
   EXPECT_EQ(j.at("host"), "guest");
   EXPECT_EQ(j.at("latency"), "round_trip");
   const nlohmann::json& s = j.at("settings");
-  for (const char* k : {"mode",        "preset",
-                        "server",      "port",
-                        "device",      "sizes",
-                        "all_sizes",   "connections",
-                        "qd",          "iterations",
-                        "duration_s",  "warmup_s",
-                        "keys",        "ratio",
-                        "cores",       "lcores",
-                        "data_lcores", "progress",
-                        "yield",       "verify",
-                        "max_message", "connect_timeout_s",
-                        "quiet",       "json"}) {
+  for (const char* k : {"mode",
+                        "preset",
+                        "server",
+                        "port",
+                        "device",
+                        "sizes",
+                        "all_sizes",
+                        "connections",
+                        "qd",
+                        "iterations",
+                        "duration_s",
+                        "warmup_s",
+                        "keys",
+                        "ratio",
+                        "cores",
+                        "lcores",
+                        "data_lcores",
+                        "progress",
+                        "yield",
+                        "idle_event_after_us",
+                        "verify",
+                        "max_message",
+                        "connect_timeout_s",
+                        "quiet",
+                        "json"}) {
     EXPECT_TRUE(s.contains(k)) << "settings." << k << " missing";
   }
   EXPECT_EQ(s.at("preset"), "lat");

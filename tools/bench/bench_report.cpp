@@ -183,6 +183,7 @@ std::string to_json(const Report& r, const RunInfo& info) {
   s["progress"] = uses_client(o.mode) ? json(client_progress_name(o.client_progress)) : json(nullptr);
   s["yield"] = o.idle == BenchIdle::kYield;
   s["idle"] = bench_idle_name(o.idle);
+  s["idle_event_after_us"] = o.idle_event_after_us;
   s["verify"] = o.verify;
   s["max_message"] = o.max_message;
   s["connect_timeout_s"] = o.connect_timeout_s;
