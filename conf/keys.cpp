@@ -1085,11 +1085,12 @@ class Table {
         1u, 65536u, R, "loop iterations between control-ring checks", powerOfTwo, "a power of two");
     add<UnsignedKey<P, std::uint32_t>>(&Config::dataplane, &P::max_connections_per_core,
                                        "dataplane.max_connections_per_core", "connections", 1u,
-                                       kMaxConnectionsPerCore, R, "per-core pool size");
+                                       kMaxConnectionsPerCore, R,
+                                       "per-core pool size");
     add<EnumKey<P, IdlePolicy>>(
         &Config::dataplane, &P::idle_policy, "dataplane.idle_policy",
-        std::vector<IdlePolicy>{IdlePolicy::kBusy, IdlePolicy::kPause, IdlePolicy::kYield,
-                                IdlePolicy::kBackoff, IdlePolicy::kEvent},
+        std::vector<IdlePolicy>{IdlePolicy::kBusy, IdlePolicy::kPause, IdlePolicy::kYield, IdlePolicy::kBackoff,
+                                IdlePolicy::kEvent},
         R, "what a core does after an empty poll");
     add<UnsignedKey<P, std::uint32_t>>(&Config::dataplane, &P::idle_yield_after, "dataplane.idle_yield_after",
                                        "polls", 1u, 1000000u, R,
@@ -1133,9 +1134,9 @@ class Table {
     add<UnsignedKey<Pr, std::uint32_t>>(&Config::protocol, &Pr::drain_timeout_ms, "protocol.drain_timeout_ms",
                                         "ms", 0u, 300000u, L,
                                         "SIGTERM drain: limit of each phase (quiesce, then close)");
-    add<UnsignedKey<Pr, std::uint32_t>>(
-        &Config::protocol, &Pr::bulk_timeout_ms, "protocol.bulk_timeout_ms", "ms", 1u, 600000u, L,
-        "an RDMA READ/WRITE chain still running after this fails its connection");
+    add<UnsignedKey<Pr, std::uint32_t>>(&Config::protocol, &Pr::bulk_timeout_ms, "protocol.bulk_timeout_ms",
+                                        "ms", 1u, 600000u, L,
+                                        "an RDMA READ/WRITE chain still running after this fails its connection");
     add<BoolKey<Pr>>(&Config::protocol, &Pr::checksum, "protocol.checksum", R, "checksum message payloads");
 
     add<EnumKey<St, StoreBackend>>(
@@ -1186,10 +1187,10 @@ class Table {
     add<UnsignedKey<T, std::uint32_t>>(&Config::telemetry, &T::core_stall_ms, "telemetry.core_stall_ms", "ms",
                                        10u, 600000u, L,
                                        "/healthz fails when a core has not looped for this long");
-    add<UnsignedKey<T, std::uint32_t>>(
-        &Config::telemetry, &T::request_timeout_ms, "telemetry.request_timeout_ms", "ms", 100u, 60000u, R,
-        "an HTTP client's whole request, and each response write, within this; "
-        "else the connection is closed");
+    add<UnsignedKey<T, std::uint32_t>>(&Config::telemetry, &T::request_timeout_ms,
+                                       "telemetry.request_timeout_ms", "ms", 100u, 60000u, R,
+                                       "an HTTP client's whole request, and each response write, within this; "
+                                       "else the connection is closed");
     add<UnsignedKey<T, std::uint32_t>>(&Config::telemetry, &T::threads, "telemetry.threads", "threads", 1u,
                                        64u, R, "threads serving telemetry.port");
     add<UnsignedKey<T, std::uint16_t>>(&Config::telemetry, &T::probe_port, "telemetry.probe_port", "port",

@@ -134,9 +134,7 @@ std::vector<unsigned> remote_lcores(ibv_device* dev, const std::vector<unsigned>
   return remote;
 }
 
-int core_trampoline(void* arg) {
-  return static_cast<CoreRunner*>(arg)->run_st();
-}
+int core_trampoline(void* arg) { return static_cast<CoreRunner*>(arg)->run_st(); }
 
 // What a peer's reject allows (lifecycle RetryHint).
 RetryHint retry_for(protocol::RejectReason r) {
@@ -159,9 +157,7 @@ RetryHint retry_for(protocol::RejectReason r) {
 }
 
 // The verbs CQ behind a core's BackendCq, to match IBV_EVENT_CQ_ERR's element.cq.
-const void* verbs_cq_of(const dataplane::BackendCq& cq) {
-  return cq.verbs_cq;
-}
+const void* verbs_cq_of(const dataplane::BackendCq& cq) { return cq.verbs_cq; }
 
 std::uint64_t random_seed() {
   std::uint64_t s = 0;
@@ -178,8 +174,7 @@ std::uint64_t random_seed() {
 std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, std::string* error) {
   std::unique_ptr<Engine> e(new Engine());
   e->cfg_ = cfg;
-  e->admission_ =
-      AdmissionTable({cfg.max_conns_per_source, cfg.connect_rate, cfg.connect_burst}, random_seed());
+  e->admission_ = AdmissionTable({cfg.max_conns_per_source, cfg.connect_rate, cfg.connect_burst}, random_seed());
   e->out_of_service_.assign(cfg.cores.size(), false);
   e->cq_lost_pending_.assign(cfg.cores.size(), false);
   if (e->cfg_.local.incarnation == 0) e->cfg_.local.incarnation = protocol::process_incarnation();
@@ -254,8 +249,7 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, std::string* err
   std::vector<unsigned> lcores;
   for (const auto& cc : cfg.cores) lcores.push_back(cc.lcore);
   // Owner-driven cores run on no lcore: nothing to place.
-  for (unsigned l :
-       owner_driven ? std::vector<unsigned>{} : remote_lcores(e->device_->context()->device, lcores)) {
+  for (unsigned l : owner_driven ? std::vector<unsigned>{} : remote_lcores(e->device_->context()->device, lcores)) {
     ++e->counters_.remote_cores;
     e->log_st("warning: lcore %u runs on cpus not local to %s (hwloc); expect cross-socket traffic", l,
               e->device_->name().c_str());
@@ -599,8 +593,7 @@ void Engine::read_cm_events_st() {
           conn->last_reject_ = body.reason;
           // Stale: the peer restarted since our last connection. Its reject names its new incarnation,
           // which the immediate retry then carries.
-          if (body.reason == protocol::RejectReason::kStale)
-            conn->last_peer_incarnation_ = body.src_incarnation;
+          if (body.reason == protocol::RejectReason::kStale) conn->last_peer_incarnation_ = body.src_incarnation;
           ++counters_.rejects_received[static_cast<std::size_t>(body.reason)];
           args.retry = retry_for(body.reason);
           log_st("connect to %s rejected: %s", conn->peer_str_.c_str(),
@@ -693,15 +686,14 @@ void Engine::stop_accepting_st() {
 
 void Engine::reject_request_st(rdma_cm_id* child, const std::string& peer, protocol::RejectReason why,
                                std::uint64_t their_incarnation, const char* detail) {
-  const protocol::HandshakeBody body =
-      protocol::make_reject(local(), device_params(), why, their_incarnation);
+  const protocol::HandshakeBody body = protocol::make_reject(local(), device_params(), why, their_incarnation);
   std::uint8_t buf[protocol::kMaxHandshakeSize] = {};
   const auto enc = protocol::encode_handshake(body, buf);
   if (rdma_reject(child, buf, static_cast<std::uint8_t>(enc.ok() ? enc.size : 0)) != 0) {
     const int e = errno;
     ++counters_.abandoned[static_cast<std::size_t>(AbandonReason::kPeerGone)];
-    log_peer_st("connection request from %s abandoned by the peer (%s; rdma_reject: %s)", peer.c_str(),
-                detail, std::strerror(e));
+    log_peer_st("connection request from %s abandoned by the peer (%s; rdma_reject: %s)", peer.c_str(), detail,
+                std::strerror(e));
   } else {
     ++counters_.rejects_sent[static_cast<std::size_t>(why)];
     log_peer_st("reject %s: %s (%s)", peer.c_str(), std::string(protocol::to_string(why)).c_str(), detail);
@@ -747,8 +739,7 @@ void Engine::on_connect_request_st(rdma_cm_id* child, const std::vector<std::uin
         break;
       case AdmissionVerdict::kTooManyConnections:
         why = protocol::RejectReason::kSourceLimit;
-        detail =
-            "security.connections_per_source " + std::to_string(admission_.limits().per_source) + " reached";
+        detail = "security.connections_per_source " + std::to_string(admission_.limits().per_source) + " reached";
         break;
       case AdmissionVerdict::kRateExceeded:
         why = protocol::RejectReason::kSourceLimit;
@@ -782,8 +773,7 @@ void Engine::on_connect_request_st(rdma_cm_id* child, const std::vector<std::uin
   for (const auto& [cid, other] : active_) {
     if (!same_host(reinterpret_cast<const sockaddr*>(&other->peer_addr_), peer_sa)) continue;
     const State st = other->lifecycle().state();
-    const bool contested =
-        st == State::kAddrResolving || st == State::kRouteResolving || st == State::kConnecting;
+    const bool contested = st == State::kAddrResolving || st == State::kRouteResolving || st == State::kConnecting;
     const bool duplicate = (st == State::kEstablishedPendingAdopt || st == State::kOwnedByCore) &&
                            other->session().peer_incarnation == theirs;
     if (duplicate || (contested && cfg_.local.incarnation > theirs)) {
@@ -936,10 +926,9 @@ void Engine::on_cq_error_st(std::size_t core) {
   out_of_service_[core] = true;
   cq_lost_pending_[core] = true;
   ++counters_.cq_lost;
-  log_st(
-      "warning: core %zu (lcore %u): its completion queue went to error (IBV_EVENT_CQ_ERR): closing its "
-      "connections; it takes no new ones until the gateway restarts",
-      core, cores_[core]->config().lcore);
+  log_st("warning: core %zu (lcore %u): its completion queue went to error (IBV_EVENT_CQ_ERR): closing its "
+         "connections; it takes no new ones until the gateway restarts",
+         core, cores_[core]->config().lcore);
   cores_[core]->control_mailbox().send_st(dataplane::ToCore::cq_lost());
 }
 
@@ -1082,8 +1071,8 @@ void Engine::reap_st() {
   reapable_.clear();
 }
 
-void Engine::set_timeouts_st(Duration handshake_timeout, const BackoffPolicy& backoff,
-                             std::uint64_t keepalive_us, std::uint64_t dead_peer_us) {
+void Engine::set_timeouts_st(Duration handshake_timeout, const BackoffPolicy& backoff, std::uint64_t keepalive_us,
+                             std::uint64_t dead_peer_us) {
   cfg_.handshake_timeout = handshake_timeout;
   cfg_.backoff = backoff;
   // What accepts from now on announce (handshake minor 1): the peer keeps to what it was told.
@@ -1126,8 +1115,7 @@ void Engine::set_fault_rules_st(const dataplane::FaultTable& t) {
 void Engine::set_bulk_timeout_st(std::uint64_t bulk_timeout_us) {
   for (dataplane::CoreConfig& cc : cfg_.cores) cc.bulk_timeout_us = bulk_timeout_us;
   for (auto& core : cores_) {
-    core->control_mailbox().send_st(
-        dataplane::ToCore::config(dataplane::ConfigKey::kBulkTimeoutUs, bulk_timeout_us));
+    core->control_mailbox().send_st(dataplane::ToCore::config(dataplane::ConfigKey::kBulkTimeoutUs, bulk_timeout_us));
   }
 }
 
@@ -1212,19 +1200,15 @@ bool Engine::quiesce_st(Duration timeout) {
     core->control_mailbox().send_st(dataplane::ToCore::config(dataplane::ConfigKey::kQuiesce, 1));
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const bool ok = poll_until_st(
-      [this] {
-        for (const auto& core : cores_) {
-          if (core->running.load(std::memory_order_acquire) &&
-              !core->quiesced.load(std::memory_order_acquire)) {
-            return false;
-          }
-        }
-        return true;
-      },
-      timeout);
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  const bool ok = poll_until_st([this] {
+    for (const auto& core : cores_) {
+      if (core->running.load(std::memory_order_acquire) && !core->quiesced.load(std::memory_order_acquire)) {
+        return false;
+      }
+    }
+    return true;
+  }, timeout);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
   if (ok) {
     log_st("quiesced %zu connection(s) in %lld ms", conns_.size(), static_cast<long long>(ms.count()));
   } else {
@@ -1309,8 +1293,7 @@ void Engine::note_dispatch_st(const DispatchResult& r, Role role) {
   }
   // A passive connection's failed setup step is in its reject or abandon line (Connection::reject).
   if (r.setup_failed && role == Role::kActive) {
-    log_st("setup step %s failed: %s", std::string(to_string(r.failed_action)).c_str(),
-           std::strerror(-r.status));
+    log_st("setup step %s failed: %s", std::string(to_string(r.failed_action)).c_str(), std::strerror(-r.status));
   }
 }
 

@@ -60,10 +60,10 @@ enum class CoreDriver : std::uint8_t {
 };
 
 struct EngineConfig {
-  std::string name = "engine";   // log prefix
-  std::string device;            // empty: the only device
+  std::string name = "engine";  // log prefix
+  std::string device;           // empty: the only device
   std::string backend = "auto";  // dataplane.backend: "auto" or a backend's name (backend_factory.hpp)
-  bool passive = true;           // passive: our memory is registered IBV_ACCESS_LOCAL_WRITE only
+  bool passive = true;          // passive: our memory is registered IBV_ACCESS_LOCAL_WRITE only
   // Active side: whether chunk requests may name the cores' own regions (CoreConn::rkey), which are then
   // registered for remote read and write. The client library and the bench say no: their bulk memory is the
   // caller's, registered per access (docs/client-internals.md "Key scope"), and a gateway must not reach
@@ -74,7 +74,7 @@ struct EngineConfig {
   bool core_region_remote() const noexcept { return !passive && expose_core_region; }
   std::vector<dataplane::CoreConfig> cores;
   CoreDriver driver = CoreDriver::kEalLcores;
-  protocol::LocalEndpoint local{};  // incarnation 0: process_incarnation()
+  protocol::LocalEndpoint local{};   // incarnation 0: process_incarnation()
   std::uint16_t signal_interval = 8;
   BackoffPolicy backoff{};
   Duration handshake_timeout = std::chrono::seconds(10);
@@ -107,34 +107,20 @@ struct EngineConfig {
 
 // QP and device asynchronous events, as counted (the order of telemetry::kAsyncEventNames).
 enum class AsyncEventKind : std::uint8_t {
-  kQpFatal = 0,
-  kQpAccessErr = 1,
-  kQpReqErr = 2,
-  kCqErr = 3,
-  kPortActive = 4,
-  kPortErr = 5,
-  kDeviceFatal = 6,
+  kQpFatal = 0, kQpAccessErr = 1, kQpReqErr = 2, kCqErr = 3, kPortActive = 4, kPortErr = 5, kDeviceFatal = 6,
   kOther = 7,
 };
 inline constexpr std::size_t kAsyncEventKindCount = 8;
 constexpr AsyncEventKind async_event_kind(ibv_event_type t) noexcept {
   switch (t) {
-    case IBV_EVENT_QP_FATAL:
-      return AsyncEventKind::kQpFatal;
-    case IBV_EVENT_QP_ACCESS_ERR:
-      return AsyncEventKind::kQpAccessErr;
-    case IBV_EVENT_QP_REQ_ERR:
-      return AsyncEventKind::kQpReqErr;
-    case IBV_EVENT_CQ_ERR:
-      return AsyncEventKind::kCqErr;
-    case IBV_EVENT_PORT_ACTIVE:
-      return AsyncEventKind::kPortActive;
-    case IBV_EVENT_PORT_ERR:
-      return AsyncEventKind::kPortErr;
-    case IBV_EVENT_DEVICE_FATAL:
-      return AsyncEventKind::kDeviceFatal;
-    default:
-      return AsyncEventKind::kOther;
+    case IBV_EVENT_QP_FATAL: return AsyncEventKind::kQpFatal;
+    case IBV_EVENT_QP_ACCESS_ERR: return AsyncEventKind::kQpAccessErr;
+    case IBV_EVENT_QP_REQ_ERR: return AsyncEventKind::kQpReqErr;
+    case IBV_EVENT_CQ_ERR: return AsyncEventKind::kCqErr;
+    case IBV_EVENT_PORT_ACTIVE: return AsyncEventKind::kPortActive;
+    case IBV_EVENT_PORT_ERR: return AsyncEventKind::kPortErr;
+    case IBV_EVENT_DEVICE_FATAL: return AsyncEventKind::kDeviceFatal;
+    default: return AsyncEventKind::kOther;
   }
 }
 
@@ -172,16 +158,14 @@ struct EngineCounters {
   std::uint64_t handshake_failures = 0;  // complete_connect refused the accept
   std::uint64_t core_failures = 0;       // FAILED replies
   std::uint64_t dead_peers = 0;          // FAILED kKeepalive: the peer stayed silent past the timeout
-  std::array<std::uint64_t, dataplane::kProtocolStatusEnd>
-      failures_by_status{};  // FAILED kProtocol statuses (wire/credit/unexpected)
+  std::array<std::uint64_t, dataplane::kProtocolStatusEnd> failures_by_status{};  // FAILED kProtocol statuses (wire/credit/unexpected)
   std::uint64_t async_events = 0;
   std::array<std::uint64_t, kAsyncEventKindCount> async_by_kind{};  // by AsyncEventKind
   std::uint64_t illegal_events = 0;
   std::uint64_t destroyed = 0;
-  std::uint64_t retries_with_peer_params =
-      0;                            // mismatch rejects answered by a retry with the peer's parameters
-  std::uint64_t races_won = 0;      // contested or duplicate requests we rejected "race"
-  std::uint64_t remote_cores = 0;   // configured cores not local to the device (hwloc)
+  std::uint64_t retries_with_peer_params = 0;  // mismatch rejects answered by a retry with the peer's parameters
+  std::uint64_t races_won = 0;  // contested or duplicate requests we rejected "race"
+  std::uint64_t remote_cores = 0;  // configured cores not local to the device (hwloc)
   std::uint64_t close_rekicks = 0;  // QPs moved to ERR again because the core's CLOSED was slow (flush kick)
   std::uint64_t quiesce_timeouts = 0;  // SIGTERM drains whose quiesce phase hit the drain timeout
   // FAILED replies for a known connection, by FailureKind value (1..9).
@@ -348,8 +332,8 @@ class Engine {
   // reconnect=false: give up after the first failure (tools and fault-injection clients).
   // core >= 0 pins the connection (and its reconnects) to that core (the client library keeps one connection
   // per gateway on every core); -1: the least-loaded core at each connect.
-  std::uint64_t connect(const std::string& addr, std::uint16_t port, std::string* error,
-                        bool reconnect = true, int core = -1);
+  std::uint64_t connect(const std::string& addr, std::uint16_t port, std::string* error, bool reconnect = true,
+                        int core = -1);
 
   // One turn of the control loop: sleeps up to timeout_ms (-1: until something happens) for the fds, a
   // core's reply (the cores ring the reply doorbell only while this thread sleeps), wake() or the timerfd,
@@ -470,8 +454,7 @@ class Engine {
   void drain_cores_st();
   void fire_timers_st();
   void reap_st();
-  void on_connect_request_st(rdma_cm_id* child, const std::vector<std::uint8_t>& pd,
-                             const PeerConnParam& param);
+  void on_connect_request_st(rdma_cm_id* child, const std::vector<std::uint8_t>& pd, const PeerConnParam& param);
   void arm_timerfd_st(bool backlog);
   // Sets one of c's deadlines and queues it (DeadlineQueue); the member stays the truth, the queue the index.
   void schedule_st(Connection& c, DeadlineKind kind, TimePoint when);
@@ -514,7 +497,7 @@ class Engine {
   std::vector<std::unique_ptr<CoreRunner>> runners_;
   std::vector<unsigned> launched_lcores_;
   rdma_event_channel* channel_ = nullptr;
-  ibv_comp_channel* cq_channel_ = nullptr;           // CoreDriver::kOwner
+  ibv_comp_channel* cq_channel_ = nullptr;            // CoreDriver::kOwner
   std::unique_ptr<dataplane::Doorbell> reply_bell_;  // rung by the cores' replies and wake() while we sleep
   std::atomic<bool> wake_pending_{false};            // wake() since the last poll_st
   int epfd_ = -1;
@@ -524,7 +507,7 @@ class Engine {
   std::optional<TimePoint> owner_deadline_;
   TimePoint now_{};
   std::vector<std::function<void()>> watched_;  // watch_fd_st's callbacks, by epoll tag - kTagWatchedBase
-  std::unique_ptr<AsyncInbox> async_inbox_;     // this engine's share of the device's async events
+  std::unique_ptr<AsyncInbox> async_inbox_;  // this engine's share of the device's async events
   std::vector<rdma_cm_id*> listeners_;
   // CONNECT_REQUESTs read from the channel, not handled yet (read_cm_events_st). At most
   // pending_requests_cap_: the largest listen backlog, so the requests held here and in the kernel's queue

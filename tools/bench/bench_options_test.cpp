@@ -145,39 +145,16 @@ TEST(BenchCli, HelpListsEveryFlagWithItsShortForm) {
   EXPECT_EQ(parse({"-V"}).action, CliAction::kVersion);
   EXPECT_EQ(parse({"--version"}).action, CliAction::kVersion);
   const std::string u = usage_text();
-  for (const char* f : {"-s, --size",
-                        "-a, --all",
-                        "-n, --iterations",
-                        "-D, --duration",
-                        "-q, --connections",
-                        "-t, --qd",
-                        "-d, --device",
-                        "-p, --port",
-                        "-c, --connection",
-                        "-R, --rdma_cm",
-                        "-F, --CPU-freq",
-                        "-V, --version",
-                        "-h, --help",
-                        "--preset",
-                        "--warmup",
-                        "--keys",
-                        "--ratio",
-                        "--cores",
-                        "--lcores",
-                        "--yield",
-                        "--idle",
-                        "--idle-event-after",
-                        "--verify",
-                        "--max-message",
-                        "--connect-timeout",
-                        "--json",
-                        "--quiet",
-                        "--server",
-                        "--principal",
-                        "--secrets-file",
-                        "--no-memory-windows"}) {
+  for (const char* f :
+       {"-s, --size",     "-a, --all",     "-n, --iterations", "-D, --duration",    "-q, --connections",
+        "-t, --qd",       "-d, --device",  "-p, --port",       "-c, --connection",  "-R, --rdma_cm",
+        "-F, --CPU-freq", "-V, --version", "-h, --help",       "--preset",          "--warmup",
+        "--keys",         "--ratio",       "--cores",          "--lcores",          "--yield",
+        "--idle",         "--verify",      "--max-message",    "--connect-timeout", "--json",
+        "--quiet",        "--server",      "--principal",      "--secrets-file",    "--no-memory-windows"}) {
     EXPECT_NE(u.find(f), std::string::npos) << f << " missing from --help";
   }
+  EXPECT_NE(u.find("--idle-event-after"), std::string::npos);
   EXPECT_NE(u.find("round trip"), std::string::npos);
   const std::string v = version_text();
   EXPECT_EQ(v.rfind("rdmagate-bench " + version_string(), 0), 0u) << v;

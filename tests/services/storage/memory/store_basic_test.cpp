@@ -261,6 +261,7 @@ TEST(Store, FullIndexWindowReturnsNoSpaceAndRefundsTheReservation) {
   for (uint32_t i = 0; i < 40; ++i) (void)s->remove(0, test::key_of("k", i));
   expect_empty(*s);
 }
+
 // max_objects is a promise: a store takes that many distinct keys without meeting a full probe window.
 // 7,168 objects is the sizing's worst case (exactly a quarter of 4,096 buckets' slots); 16,384 is the index
 // of the gateway's 64 MiB test store, whose fills met a full window 1,570 times in 2,000 under the old
