@@ -461,33 +461,21 @@ TEST(BenchReport, JsonCarriesVersionDeviceTimeHostAndEverySetting) {
   EXPECT_EQ(j.at("host"), "guest");
   EXPECT_EQ(j.at("latency"), "round_trip");
   const nlohmann::json& s = j.at("settings");
-  for (const char* k : {"mode",
-                        "preset",
-                        "server",
-                        "port",
-                        "device",
-                        "sizes",
-                        "all_sizes",
-                        "connections",
-                        "qd",
-                        "iterations",
-                        "duration_s",
-                        "warmup_s",
-                        "keys",
-                        "ratio",
-                        "cores",
-                        "lcores",
-                        "data_lcores",
-                        "progress",
-                        "yield",
-                        "idle_event_after_us",
-                        "verify",
-                        "max_message",
-                        "connect_timeout_s",
-                        "quiet",
-                        "json"}) {
+  for (const char* k : {"mode",        "preset",
+                        "server",      "port",
+                        "device",      "sizes",
+                        "all_sizes",   "connections",
+                        "qd",          "iterations",
+                        "duration_s",  "warmup_s",
+                        "keys",        "ratio",
+                        "cores",       "lcores",
+                        "data_lcores", "progress",
+                        "yield",       "verify",
+                        "max_message", "connect_timeout_s",
+                        "quiet",       "json"}) {
     EXPECT_TRUE(s.contains(k)) << "settings." << k << " missing";
   }
+  EXPECT_EQ(s.at("idle_event_after_us"), 1000) << "--idle-event-after's default";
   EXPECT_EQ(s.at("preset"), "lat");
   EXPECT_EQ(s.at("lcores"), "0@0,1@0");
   const nlohmann::json& lat = j.at("rows").at(0).at("latency");
