@@ -18,7 +18,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "client/client.hpp"
@@ -114,11 +113,13 @@ class FaultInjection : public ::testing::Test {
   // stats publication (every 100 ms) after the core or control counted it, which the client's next answer
   // may beat.
   std::string metrics_once_injected(const char* action, const char* where) {
-    std::string m = metrics();
-    for (int i = 0; i < 20 && injected(m, action, where) < 1; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      m = metrics();
-    }
+    std::string m;
+    wait_for(
+        [&] {
+          m = metrics();
+          return injected(m, action, where) >= 1;
+        },
+        2s);
     return m;
   }
 
