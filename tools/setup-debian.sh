@@ -33,6 +33,9 @@ PKGS=(
   # pre-dependency of ceph-osd) has ceph-authtool, which the cluster script runs, and the rados CLI that
   # tests use to alter objects behind the gateway's back and for `rados bench`.
   librados-dev libradospp-dev ceph-mon ceph-osd ceph-common
+  # ISA-L: the CRC32C of the values the RADOS backend stores (several crc32 streams folded, as Ceph and SPDK
+  # compute it)
+  libisal-dev
   # alert rules and dashboard queries: promtool (check/test rules, check metrics) and a real server that
   # scrapes a gateway in the guest
   prometheus

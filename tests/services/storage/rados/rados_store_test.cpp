@@ -9,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "protocol/crc32c.hpp"
 #include "services/storage/rados/invalidation.hpp"
 #include "tests/services/storage/memory/store_test_util.hpp"
 #include "tests/services/storage/rados/rados_test_util.hpp"
@@ -553,6 +554,19 @@ TEST(RadosChecksum, Crc32cKnownAnswers) {
   EXPECT_EQ(crc32c(nullptr, 0), 0u);
   std::vector<std::byte> zeros(32);
   EXPECT_EQ(crc32c(zeros.data(), zeros.size()), 0x8a9136aau);  // RFC 3720 B.4
+  // Every length up to 2 KiB and a few large ones, at odd offsets, against the protocol's table walk:
+  // the folded streams have head, tail and block-size paths of their own.
+  std::vector<std::byte> buf((1u << 20) + 64);
+  for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
+  const auto portable = [&](std::size_t off, std::size_t len) {
+    return protocol::crc32c_portable({reinterpret_cast<const std::uint8_t*>(buf.data()) + off, len});
+  };
+  for (std::size_t len = 0; len <= 2048; ++len) {
+    ASSERT_EQ(crc32c(buf.data() + len % 7, len), portable(len % 7, len)) << "length " << len;
+  }
+  for (const std::size_t len : {std::size_t{4096}, std::size_t{65537}, std::size_t{1} << 20}) {
+    EXPECT_EQ(crc32c(buf.data() + 3, len), portable(3, len)) << "length " << len;
+  }
 }
 
 }  // namespace
