@@ -188,7 +188,7 @@ class RadosCoreStorage final : public CoreStorage {
 // Where a pending op is.
 enum class Phase : std::uint8_t {
   kFree = 0,
-  kProbe,   // GET: stat + xattrs + the first kInlineRead bytes
+  kProbe,   // GET: stat + xattrs + the first kInlineRead bytes (or the hinted size, into the cache block)
   kRead,    // GET: the whole value into a cache reservation
   kWrite,   // PUT: write_full + the checksum xattr (its invalidation goes out meanwhile)
   kRemove,  // DELETE (likewise)
@@ -247,6 +247,7 @@ struct PendingOp {
   bool has_crc = false;
   char crc_text[12] = {};
   store::Reservation fill{};     // GET: the cache block the value is read into
+  bool hinted = false;           // GET: the probe reads straight into fill, sized by the key's size hint
   std::byte* scratch = nullptr;  // kInlineRead bytes of the worker's scratch arena
   CallbackArg arg{};
 };
@@ -255,6 +256,9 @@ class Worker {
  public:
   static constexpr std::uint32_t kInlineRead = 4096;  // a GET's first op reads this much with the stat
   static constexpr std::uint32_t kMaxReadAttempts = 3;
+  // Last sizes seen of values over kInlineRead, by key hash (8 bytes each): a GET miss whose hint holds
+  // reads the whole value with its stat and checksum in one op instead of two round trips.
+  static constexpr std::size_t kSizeHints = 65536;
   static constexpr std::size_t kGenSlots = 4096;     // invalidation generations by key hash
   static constexpr std::uint32_t kNotifyRing = 256;  // notifies received, not yet handled (x 4 KiB)
   // Notifies of ours in flight at once; writes that commit while all are out wait and go together in the
@@ -332,6 +336,8 @@ class Worker {
   bool parse_crc(PendingOp& op);
 
   static std::size_t gen_slot(std::string_view key) noexcept;  // the key's slot in gens_ and mutating_
+  std::uint64_t size_hint(const Submission& s) const noexcept;           // 0: none
+  void set_size_hint(const Submission& s, std::uint64_t size) noexcept;  // at most kInlineRead: forget
   std::uint64_t key_gen(std::string_view key) const noexcept;
   // Whether a value read or written by a librados op started at `started_ns` may go into the cache as far
   // as other gateways' invalidation windows go (generations and local writes are checked by the callers).
@@ -350,6 +356,7 @@ class Worker {
   std::vector<std::uint32_t> free_;
   std::vector<std::uint32_t> fenced_;
   std::unique_ptr<std::byte[]> scratch_;
+  std::vector<std::uint64_t> size_hints_;  // key fingerprint << 32 | size; 0: none
   ValueRing<std::uint32_t> done_;    // slots whose librados op ended, MP/SC
   ValueRing<NotifyEvent> notifies_;  // MP/SC
   NotifyEvent notify_burst_;         // the one being handled (too large for the stack of a burst)

@@ -103,6 +103,7 @@ bool Worker::init(std::string* error) {
     *error = "rados: out of memory for the read scratch";
     return false;
   }
+  size_hints_.assign(kSizeHints, 0);
   free_.reserve(slots);
   fenced_.reserve(slots);
   for (std::uint64_t i = slots; i-- > 0;) {

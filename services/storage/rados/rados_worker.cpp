@@ -290,6 +290,7 @@ void Worker::start(const Submission& s) {
   op.sub = s;
   op.attempts = 0;
   op.fill = {};
+  op.hinted = false;
   switch (s.kind) {
     case OpKind::kGet:
       bump(misses_);
@@ -335,7 +336,13 @@ void Worker::start(const Submission& s) {
   }
 }
 
+// A value over kInlineRead would take a second op once the probe told its size; when the key's size is
+// known from an earlier op, the probe reads that many bytes straight into the cache block instead. A wrong
+// hint costs what no hint does (probe_done falls back), so hints are never invalidated, only replaced.
 void Worker::start_probe(PendingOp& op) {
+  const std::uint64_t hint = op.attempts == 0 ? size_hint(op.sub) : 0;
+  op.hinted = hint != 0 && cache_.reserve(s_.cache_core, op.sub.key_view(), hint, &op.fill) == Status::kOk;
+  if (op.hinted) return start_read_op(op, Phase::kProbe, op.fill.data, op.fill.size);
   start_read_op(op, Phase::kProbe, op.scratch, kInlineRead);
 }
 
@@ -586,21 +593,31 @@ bool Worker::parse_crc(PendingOp& op) {
 }
 
 void Worker::probe_done(PendingOp& op, int ret) {
+  const bool has_crc = ret >= 0 && parse_crc(op);
+  release_rados(op);
+  if (ret < 0 || !has_crc || op.size > s_.max_value) cache_.abort(&op.fill);  // a no-op unless hinted
   if (ret == -ENOENT) {
-    release_rados(op);
+    set_size_hint(op.sub, 0);
     return finish(op, Status::kNotFound);
   }
-  if (ret < 0) {
-    release_rados(op);
-    return finish(op, Status::kUnavailable);
-  }
-  const bool has_crc = parse_crc(op);
-  release_rados(op);
+  if (ret < 0) return finish(op, Status::kUnavailable);
   if (!has_crc) {  // not written by a gateway, or its checksum was removed: the bytes cannot be vouched for
     bump(crc_bad_);
     return finish(op, Status::kCorrupt);
   }
   if (op.size > s_.max_value) return finish(op, Status::kTooLarge);
+  if (op.hinted) {
+    op.hinted = false;
+    if (op.size == op.fill.size && op.bytes_read == op.size) {  // the whole value in one op
+      verify_and_answer(op);
+      return;
+    }
+    cache_.abort(&op.fill);
+    if (op.size <= kInlineRead) {  // its bytes went into the block just given back: read them again
+      if (++op.attempts >= kMaxReadAttempts) return finish(op, Status::kUnavailable);
+      return start_probe(op);
+    }
+  }
   const Status st = cache_.reserve(s_.cache_core, op.sub.key_view(), op.size, &op.fill);
   if (st != Status::kOk) return finish(op, st);
   if (op.size <= kInlineRead) {
@@ -644,6 +661,7 @@ bool Worker::verify_and_answer(PendingOp& op) {
     finish(op, Status::kCorrupt);
     return false;
   }
+  set_size_hint(op.sub, op.fill.size);
   const std::string_view key = op.sub.key_view();
   if (!op.sub.cacheable()) {  // a tenant's value: handed over in its unpublished block, never cached
     const Lease lease{op.fill.data, op.fill.size, op.fill.token | kReservationBit};
@@ -707,6 +725,7 @@ void Worker::settle_mutation(PendingOp& op) {
     return finish(
         op, op.write_ret == -EFBIG || op.write_ret == -EMSGSIZE ? Status::kTooLarge : Status::kUnavailable);
   }
+  set_size_hint(op.sub, is_put ? op.sub.value.size : 0);
   if (!op.sub.cacheable()) {
     if (is_put) cache_.abort(&op.sub.value);
     return finish(op, Status::kOk);
@@ -767,6 +786,35 @@ void Worker::finish(PendingOp& op, Status s, Lease lease) {
 
 std::size_t Worker::gen_slot(std::string_view key) noexcept {
   return hash_key(key) % kGenSlots;
+}
+
+namespace {
+// The hint table's slot and a fingerprint (never 0) of the object the submission names.
+struct HintKey {
+  std::size_t slot;
+  std::uint64_t tag;
+};
+HintKey hint_key(const Submission& s) noexcept {
+  std::uint64_t h = hash_key(s.key_view());
+  if (s.ns_len != 0) h ^= hash_key(s.ns_view()) * 0x9e3779b97f4a7c15ull;
+  return {static_cast<std::size_t>(h % Worker::kSizeHints), (h >> 32 | 1) << 32};
+}
+}  // namespace
+
+std::uint64_t Worker::size_hint(const Submission& s) const noexcept {
+  const HintKey k = hint_key(s);
+  const std::uint64_t e = size_hints_[k.slot];
+  return (e & ~0xffffffffull) == k.tag ? e & 0xffffffffull : 0;
+}
+
+void Worker::set_size_hint(const Submission& s, std::uint64_t size) noexcept {
+  const HintKey k = hint_key(s);
+  std::uint64_t& e = size_hints_[k.slot];
+  if (size > kInlineRead && size <= 0xffffffffull) {
+    e = k.tag | size;
+  } else if ((e & ~0xffffffffull) == k.tag) {
+    e = 0;
+  }
 }
 
 std::uint64_t Worker::key_gen(std::string_view key) const noexcept {
