@@ -26,6 +26,7 @@
 #include "daemon/log.hpp"
 #include "daemon/placement.hpp"
 #include "dataplane/backend/backend_factory.hpp"
+#include "dataplane/core_sleep.hpp"
 #include "dataplane/eal_runtime.hpp"
 #include "dataplane/huge_buffer.hpp"
 #include "services/object/object_service.hpp"
@@ -328,6 +329,11 @@ std::unique_ptr<Gateway> Gateway::start(const conf::LoadedConfig& loaded, Option
     dataplane::ObjectServiceConfig sc;
     const auto index = static_cast<std::uint32_t>(i);
     sc.storage = g->rados_ ? &g->rados_->core(index) : &g->store_->core(index);
+    // A core that sleeps when idle sleeps through its pending storage ops too: their completions wake it.
+    dataplane::CoreSleeper* sleeper = g->engine_->core(i).config().sleeper;
+    if (sleeper != nullptr && sc.storage->completions() != nullptr) {
+      sc.storage->completions()->set_wake(&sleeper->storage_bell());
+    }
     sc.arena_lkey = mr->lkey;
     sc.stats = block;
     g->services_.push_back(std::make_unique<dataplane::ObjectService>(sc));

@@ -334,9 +334,10 @@ class CoreLoop {
     return true;
   }
 
-  // The last look before sleeping, after arming: completions already on the CQ raise no event, so they are
-  // run now (and the core stays awake); commands on the ring, replies still to push, drain markers still to
-  // post, stop, and storage ops the service still waits for keep it awake too.
+  // The last look before sleeping, after arming: completions already on the CQ or the service's storage
+  // queue raise no event, so they are run now (and the core stays awake); commands on the ring, replies
+  // still to push, drain markers still to post, stop, and storage ops whose completions would ring no bell
+  // keep it awake too.
   bool nothing_pending_st() noexcept {
     if (poll_once_st()) {
       busy_tsc_ += rte_rdtsc() - now_;
@@ -345,7 +346,13 @@ class CoreLoop {
     if (res_.stop.load(std::memory_order_acquire)) return false;
     if (mailbox_.commands_waiting_st() != 0 || mailbox_.pending_st() != 0 || !drain_retry_.empty()) return false;
     if constexpr (requires(Service& s) { s.on_poll_st(*this); }) {
-      // A service with completions of its own (storage ops) must say it waits for none, or the core stays up.
+      // Its completions queued before the arm rang no bell: take them now, as those on the CQ.
+      if (svc_.on_poll_st(*this)) {
+        flush_st();
+        return false;
+      }
+      // A service with completions of its own (storage ops) must say whether one would wake the core (or
+      // that it waits for none), or the core stays up.
       if constexpr (requires(const Service& s) { s.idle_st(); }) {
         if (!svc_.idle_st()) return false;
       } else {

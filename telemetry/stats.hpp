@@ -102,7 +102,8 @@ inline constexpr std::array<FaultLabels, 10> kFaultInjectedLabels = {{{"drop", "
 inline constexpr std::array<std::string_view, 5> kPollerStateNames = {"busy", "idle", "backoff", "yield",
                                                                       "sleep"};
 // Index = dataplane::WakeSource value (dataplane/core_sleep.hpp): what woke a sleeping core.
-inline constexpr std::array<std::string_view, 3> kWakeSourceNames = {"completion", "command", "timer"};
+inline constexpr std::array<std::string_view, 4> kWakeSourceNames = {"completion", "command", "storage",
+                                                                     "timer"};
 // The two doorbells of a QP flush: its send queue's and its receive queue's.
 inline constexpr std::array<std::string_view, 2> kDoorbellQueueNames = {"send", "recv"};
 

@@ -272,9 +272,9 @@ class ObjectService {
     ++cnt_.deferred;
   }
 
-  // True when no storage op is pending: nothing will arrive on the backend's completion queue, whose
-  // producers (librados threads) ring no doorbell, so a core with idle_policy event may sleep only then.
-  bool idle_st() const noexcept { return pending_ == 0; }
+  // Whether a core with idle_policy event may sleep as far as storage goes: no op pending, or the backend's
+  // completion queue rings the core's storage doorbell (CompletionQueue::set_wake), so a completion wakes it.
+  bool idle_st() const noexcept { return pending_ == 0 || cq_->wakes(); }
 
   // Completions of pending storage ops. Returns true when it may have staged sends or transfers.
   template <typename Api>

@@ -6,7 +6,9 @@
 //
 // The core never waits on it: a dequeue takes what is there. A producer never finds it full as long as the
 // backend keeps at most capacity() ops pending on that core, which the object service guarantees by
-// starting no more than that.
+// starting no more than that. A core that sleeps when idle (idle_policy event) hands it its storage doorbell
+// (set_wake): every push then rings it, which costs the producer a write only while that core sleeps, and
+// the core may sleep with ops pending (ObjectService::idle_st).
 
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
@@ -16,6 +18,7 @@
 #include <span>
 #include <string>
 
+#include "dataplane/doorbell.hpp"
 #include "dataplane/handoff_ring.hpp"
 #include "services/storage/storage.hpp"
 
@@ -45,9 +48,16 @@ class CompletionQueue {
     return q;
   }
 
+  // Setup, before any push: the sleeping core's doorbell (CoreSleeper::storage_bell), rung after each push.
+  void set_wake(dataplane::Doorbell* bell) noexcept { wake_ = bell; }
+  // Whether a push wakes the owning core: only then may it sleep with ops pending.
+  bool wakes() const noexcept { return wake_ != nullptr; }
+
   // Any thread. False only when full (a backend that breaks the capacity rule).
   [[nodiscard]] bool push(const Completion& c) noexcept {
-    return rte_ring_mp_enqueue_bulk_elem(ring_, &c, sizeof(Completion), 1, nullptr) == 1;
+    if (rte_ring_mp_enqueue_bulk_elem(ring_, &c, sizeof(Completion), 1, nullptr) != 1) return false;
+    if (wake_ != nullptr) wake_->ring();
+    return true;
   }
 
   // Owning core: takes up to out.size() completions, oldest first.
@@ -65,6 +75,7 @@ class CompletionQueue {
 
   dataplane::RingStorage mem_;
   rte_ring* ring_ = nullptr;
+  dataplane::Doorbell* wake_ = nullptr;
 };
 
 }  // namespace rdmagate::storage

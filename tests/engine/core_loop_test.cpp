@@ -2198,6 +2198,29 @@ struct PendingEchoService : EchoService {
   bool idle_st() const noexcept { return !pending.load(); }
 };
 
+// A service whose storage ops end on a CompletionQueue, as the RADOS backend's do: the test pushes their
+// completions from its own thread. Like the object service, it lets the core sleep with ops pending only
+// when the queue rings the core's storage doorbell.
+struct QueuedStorageEchoService : EchoService {
+  QueuedStorageEchoService() {
+    std::string error;
+    cq = storage::CompletionQueue::create(8, &error);
+    EXPECT_NE(cq, nullptr) << error;
+  }
+  template <typename Api>
+  bool on_poll_st(Api&) noexcept {
+    std::array<storage::Completion, 8> batch;
+    const std::uint32_t n = cq->pop_burst_st(batch);
+    pending.fetch_sub(n);
+    completed.fetch_add(n);
+    return n != 0;
+  }
+  bool idle_st() const noexcept { return pending.load() == 0 || cq->wakes(); }
+  std::unique_ptr<storage::CompletionQueue> cq;
+  std::atomic<std::uint32_t> pending{0};
+  std::atomic<std::uint32_t> completed{0};
+};
+
 // One core running idle_policy event on its own thread, as the engine runs it: a sleeper whose bell control's
 // mailbox rings. The test touches the device only while the core sleeps (the sleeper's flag is set after the
 // core's last access and before epoll_wait), so the fake device is never used by two threads at once.
@@ -2368,6 +2391,32 @@ TEST(CoreLoopEvent, NoSleepWhileTheServiceWaitsForItsOwnCompletions) {
   EXPECT_GT(ec.stat(telemetry::Stat::kPolls), polls);
   svc.pending.store(false);
   EXPECT_TRUE(ec.wait_asleep(1));
+}
+
+// With the storage queue ringing the core's storage doorbell, the core sleeps while its op is pending and
+// the completion wakes it. One queued before the core ran (no ring: nobody was armed) is taken by polling.
+TEST(CoreLoopEvent, SleepsThroughPendingStorageOpsWhoseCompletionsRingItsBell) {
+  FakeRig rig;
+  QueuedStorageEchoService svc;
+  EventCore<QueuedStorageEchoService> ec(rig, svc, 50);
+  svc.cq->set_wake(&ec.sleeper->storage_bell());
+  svc.pending.store(2);
+  ASSERT_TRUE(svc.cq->push(storage::Completion{1, {}, storage::Status::kOk}));  // rings nothing
+  ec.start();
+  ASSERT_TRUE(ec.wait_asleep(1)) << "asleep with an op pending";
+  EXPECT_EQ(svc.completed.load(), 1u) << "the completion queued before the core ran was taken";
+  EXPECT_EQ(svc.pending.load(), 1u);
+  EXPECT_EQ(ec.wakeups(WakeSource::kStorage), 0u);
+
+  ASSERT_TRUE(svc.cq->push(storage::Completion{2, {}, storage::Status::kOk}));
+  ASSERT_TRUE(ec.wait_asleep(2)) << "woken, it took the completion and slept again";
+  EXPECT_EQ(svc.completed.load(), 2u);
+  EXPECT_EQ(ec.wakeups(WakeSource::kStorage), 1u);
+  EXPECT_EQ(
+      ec.wakeups(WakeSource::kCompletion) + ec.wakeups(WakeSource::kCommand) + ec.wakeups(WakeSource::kTimer),
+      0u);
+  EXPECT_EQ(ec.sleeper->storage_bell().rings(), 1u) << "a push rings only while the core sleeps";
+  ec.stop();
 }
 
 }  // namespace

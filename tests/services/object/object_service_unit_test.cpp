@@ -21,6 +21,7 @@
 
 #include "dataplane/auth_table.hpp"
 #include "dataplane/core_conn.hpp"
+#include "dataplane/doorbell.hpp"
 #include "protocol/object_wire.hpp"
 #include "services/object/object_service.hpp"
 #include "services/storage/completion_queue.hpp"
@@ -425,6 +426,29 @@ TEST_F(ObjectServiceTest, InlinePutGetDeleteEndLater) {
   EXPECT_EQ(svc_->open_requests(), 0u);
   EXPECT_EQ(svc_->pending_st(*conn_), 0u);
   store::test::expect_empty(*store_);
+}
+
+// A core with idle_policy event may sleep with storage ops pending only when their completions ring it.
+TEST_F(ObjectServiceTest, IdleWithOpsPendingOnlyWhenTheQueueWakesTheCore) {
+  ThreadedStorage ts(*store_);
+  start(ts);
+  EXPECT_TRUE(svc_->idle_st()) << "nothing pending";
+  ts.hold(true);
+  inline_request(protocol::ObjectOp::kGet, 1, "key");
+  ASSERT_EQ(svc_->pending_storage_ops(), 1u);
+  EXPECT_FALSE(svc_->idle_st()) << "its completion would ring nothing";
+  Doorbell bell;
+  ts.queue().set_wake(&bell);
+  EXPECT_TRUE(svc_->idle_st()) << "its completion rings the core's storage bell";
+  bell.arm();
+  ts.hold(false);
+  for (int i = 0; i < 5000 && bell.rings() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(bell.rings(), 1u) << "the completion rang the armed bell";
+  bell.disarm();
+  drain();
+  expect_completion(1, ObjectStatus::kNotFound, 0);
+  EXPECT_EQ(svc_->open_requests(), 0u);
 }
 
 // PUT by read chunk: the reservation ends later, the READ fills it, the commit ends later; GET by write
