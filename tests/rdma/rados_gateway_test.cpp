@@ -61,7 +61,7 @@ struct Gateway {
 };
 
 // A gateway of the cluster's pool in namespace `ns` (one per test, so tests never see each other's objects).
-bool start_gateway(Gateway* g, int index, const std::string& ns) {
+bool start_gateway(Gateway* g, int index, const std::string& ns, const std::string& idle = "yield") {
   g->rdma_port = g_port_base + index * 2;
   g->http_port = g_port_base + 100 + index;
   const std::string tag = std::to_string(getpid()) + "_" + std::to_string(index);
@@ -70,7 +70,8 @@ bool start_gateway(Gateway* g, int index, const std::string& ns) {
   std::ostringstream y;
   y << "eal:\n  main_lcore: 0\n"
     << "listen:\n  addresses: [\"" << rxe_addr() << "\"]\n  port: " << g->rdma_port << "\n"
-    << "dataplane:\n  cores: [1]\n  idle_policy: yield\n  max_connections_per_core: 8\n  queue_depth: 32\n"
+    << "dataplane:\n  cores: [1]\n  idle_policy: " << idle
+    << "\n  idle_event_after_us: 100\n  max_connections_per_core: 8\n  queue_depth: 32\n"
     << "store:\n  backend: rados\n  capacity_mib: 16\n  rados:\n"
     << "    conf_file: " << g_ceph_dir << "/ceph.conf\n"
     << "    client: client.rdmagate\n    keyring: " << g_ceph_dir << "/client.rdmagate.keyring\n"
@@ -247,7 +248,8 @@ std::size_t acked_lines(const std::string& acks) {
 TEST(RadosGateway, TwoGatewaysOnOnePoolServeNoStaleRead) {
   Gateway a, b;
   ASSERT_TRUE(start_gateway(&a, 0, "coherence")) << read_file(a.log);
-  ASSERT_TRUE(start_gateway(&b, 1, "coherence")) << read_file(b.log);
+  // b sleeps when idle, also while its RADOS ops are in flight: their completions ring its core's bell.
+  ASSERT_TRUE(start_gateway(&b, 1, "coherence", "event")) << read_file(b.log);
   const std::string status = "/tmp/rgw_coherence_" + std::to_string(getpid());
   const std::string log = status + ".log";
   ASSERT_EQ(run_client({"coherence", std::to_string(a.rdma_port), std::to_string(b.rdma_port), "60", status},
@@ -266,6 +268,9 @@ TEST(RadosGateway, TwoGatewaysOnOnePoolServeNoStaleRead) {
   EXPECT_EQ(
       metric(ma, "rdmagate_rados_notify_timeouts_total") + metric(mb, "rdmagate_rados_notify_timeouts_total"),
       0);
+  EXPECT_GT(metric(mb, "rdmagate_poller_wakeups_total", {{"source", "storage"}}), 0)
+      << "b's core slept through a RADOS op and its completion woke it";
+  EXPECT_EQ(metric(ma, "rdmagate_poller_wakeups_total", {{"source", "storage"}}), 0) << "a never sleeps";
 }
 
 TEST(RadosGateway, SigkillMidStreamLosesNoAcknowledgedPut) {
