@@ -95,19 +95,7 @@ TEST_F(RadosStoreTest, TenantsSameKeyAreDifferentObjects) {
     return st == Status::kPending ? test::wait_completion(s, tag).status : st;
   };
   const auto get_in = [&](const Namespace& ns, std::uint64_t tag, std::vector<std::byte>* value) {
-    Lease l;
-    Status st = s.get(ns, "x", tag, &l);
-    if (st == Status::kPending) {
-      const Completion c = test::wait_completion(s, tag);
-      st = c.status;
-      l = c.lease;
-    }
-    value->clear();
-    if (st == Status::kOk) {
-      value->assign(l.data, l.data + l.size);
-      s.release(&l);
-    }
-    return st;
+    return get(s, ns, "x", value, tag);
   };
   ASSERT_EQ(put(s, "x", v0, 1), Status::kOk);  // the unauthenticated namespace: cached when trusted
   ASSERT_EQ(end(s.put(app, "x", va, 2, nullptr), 2), Status::kOk);
@@ -205,20 +193,13 @@ TEST_F(RadosStoreTest, AGetMissOfAKnownSizeTakesOneReadOp) {
   // The read ops one GET of "h" took, after checking it answered `want` (or not_found when empty).
   const auto get_ops = [&](const std::vector<std::byte>* want) {
     const std::uint64_t before = read_ops();
-    Lease l;
-    Status st = s.get(app, "h", tag, &l);
-    if (st == Status::kPending) {
-      const Completion c = test::wait_completion(s, tag);
-      st = c.status;
-      l = c.lease;
-    }
-    ++tag;
+    std::vector<std::byte> got;
+    const Status st = get(s, app, "h", &got, tag++);
     if (want == nullptr) {
       EXPECT_EQ(st, Status::kNotFound);
     } else {
       EXPECT_EQ(st, Status::kOk);
-      EXPECT_TRUE(st == Status::kOk && std::vector<std::byte>(l.data, l.data + l.size) == *want);
-      if (st == Status::kOk) s.release(&l);
+      EXPECT_TRUE(got == *want);
     }
     return read_ops() - before;
   };

@@ -134,9 +134,10 @@ inline Status put_reserved(CoreStorage& s, std::string_view key, const std::vect
   return c == Status::kPending ? wait_completion(s, tag).status : c;
 }
 
-inline Status get(CoreStorage& s, std::string_view key, std::vector<std::byte>* value, std::uint64_t tag) {
+inline Status get(CoreStorage& s, const Namespace& ns, std::string_view key, std::vector<std::byte>* value,
+                  std::uint64_t tag) {
   Lease l;
-  Status st = s.get(key, tag, &l);
+  Status st = s.get(ns, key, tag, &l);
   if (st == Status::kPending) {
     const Completion c = wait_completion(s, tag);
     st = c.status;
@@ -146,9 +147,13 @@ inline Status get(CoreStorage& s, std::string_view key, std::vector<std::byte>* 
     value->assign(l.data, l.data + l.size);
     s.release(&l);
   } else {
+    value->clear();
     EXPECT_EQ(l.token, Lease::kNoToken) << "a lease came with status " << status_name(st);
   }
   return st;
+}
+inline Status get(CoreStorage& s, std::string_view key, std::vector<std::byte>* value, std::uint64_t tag) {
+  return get(s, Namespace{}, key, value, tag);
 }
 
 inline Status remove(CoreStorage& s, std::string_view key, std::uint64_t tag) {
