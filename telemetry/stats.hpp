@@ -281,6 +281,12 @@ struct LatencyHistogram {
   static std::uint64_t read(const std::uint64_t& v) noexcept {
     return std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(v)).load(std::memory_order_relaxed);
   }
+  // Observations so far, over every bucket (reader side).
+  std::uint64_t count() const noexcept {
+    std::uint64_t n = 0;
+    for (const std::uint64_t& b : buckets) n += read(b);
+    return n;
+  }
 };
 
 // librados op kinds timed by rdmagate_rados_op_duration_seconds.

@@ -184,13 +184,8 @@ int main(int argc, char** argv) {
   for (const double l : lat_us) sum += l;
   const rr::RadosStats st = g->rados->stats();
   // librados' own share of a request: from the worker's submit to the worker handling its callback.
-  const auto count = [](const rdmagate::telemetry::LatencyHistogram& h) {
-    std::uint64_t n = 0;
-    for (const std::uint64_t b : h.buckets) n += b;
-    return n;
-  };
-  const auto mean_us = [&](const rdmagate::telemetry::LatencyHistogram& h) {
-    return count(h) == 0 ? 0.0 : static_cast<double>(h.sum_ns) / 1000.0 / static_cast<double>(count(h));
+  const auto mean_us = [](const rdmagate::telemetry::LatencyHistogram& h) {
+    return h.count() == 0 ? 0.0 : static_cast<double>(h.sum_ns) / 1000.0 / static_cast<double>(h.count());
   };
   std::printf(
       "op=%s size=%llu qd=%u ops=%llu ops_per_s=%.1f mb_per_s=%.2f avg_us=%.0f p50_us=%.0f p99_us=%.0f "
@@ -201,7 +196,8 @@ int main(int argc, char** argv) {
       lat_us.empty() ? 0 : sum / lat_us.size(), pct(0.5), pct(0.99), static_cast<unsigned long long>(errors),
       static_cast<unsigned long long>(st.notifies_sent), static_cast<unsigned long long>(st.notify_resends),
       static_cast<unsigned long long>(st.cache_hits), mean_us(st.latency[0]), mean_us(st.latency[1]),
-      static_cast<unsigned long long>(st.cache_misses), static_cast<unsigned long long>(count(st.latency[0])),
+      static_cast<unsigned long long>(st.cache_misses),
+      static_cast<unsigned long long>(st.latency[0].count()),
       static_cast<unsigned long long>(st.worker_wakeups));
   return errors == 0 && ops > 0 ? 0 : 1;
 }

@@ -39,6 +39,7 @@ TEST(LatencyHistogram, ObserveCountsAndSums) {
   EXPECT_EQ(h.buckets[1], 1u);
   EXPECT_EQ(h.buckets[LatencyHistogram::kFiniteBuckets], 1u);
   EXPECT_EQ(h.sum_ns, 2500u + (1ull << 40));
+  EXPECT_EQ(h.count(), 3u);
 }
 
 TEST(CoreStats, LayoutIsCacheLineAligned) {
