@@ -3,6 +3,7 @@
 #include "services/storage/rados/rados_store.hpp"
 
 #include <isa-l/crc.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -141,6 +142,9 @@ bool Worker::init(std::string* error) {
   // EAL (within 0.1%, far inside the 10% of the lease kept as margin).
   tsc_per_ns_ = static_cast<double>(dataplane::tsc_hz()) / 1e9;
   thread_ = std::thread([this] { run(); });
+  // Named for top -H and /proc/<pid>/task/*/comm; librados' own threads (msgr-worker-N, io_context_pool)
+  // are named by librados.
+  pthread_setname_np(thread_.native_handle(), "rados-worker");
   return true;
 }
 

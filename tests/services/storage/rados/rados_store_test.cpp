@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "protocol/crc32c.hpp"
@@ -538,6 +540,15 @@ TEST(RadosUnreachable, OpsAnswerUnavailableAtOnceAndReadyzSaysConnecting) {
   EXPECT_EQ(g->core().get("k", 1, nullptr), Status::kUnavailable);
   EXPECT_EQ(put(g->core(), "k", pattern(10, 1), 2), Status::kUnavailable);
   EXPECT_EQ(remove(g->core(), "k", 3), Status::kUnavailable);
+  // Operators find the worker by name (top -H, /proc/<pid>/task/*/comm).
+  int named = 0;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(t.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    named += name == "rados-worker" ? 1 : 0;
+  }
+  EXPECT_EQ(named, 1);
   // The destructor returns although the cluster never answered.
 }
 
