@@ -178,6 +178,50 @@ TEST_F(BenchCli, GetWithTheBandwidthPresetAndLongEqualsFlags) {
   EXPECT_GT(j.at("rows").at(0).at("mb_per_s").get<double>(), 0.0);
 }
 
+// A put run leaves the store as it found it, and its cleanup DELETEs only the keys it PUT: over RADOS a
+// DELETE of a key never written still costs an OSD op, and a timed run writes a fraction of its key space.
+// About 20 PUTs a size over 1,000 keys (-n counts from the moment the budget is set, so a slot's first PUT
+// may come before it): every object gone, and no more DELETEs than PUTs, where every key's would be 2,000.
+TEST_F(BenchCli, APutRunDeletesOnlyTheKeysItWrote) {
+  const std::string out = dir_ + "/put.json";
+  std::string text;
+  const int rc = bench({"put",
+                        "-s",
+                        "64,64k",
+                        "-n",
+                        "20",
+                        "-t",
+                        "1",
+                        "--keys",
+                        "1000",
+                        "--warmup",
+                        "0",
+                        "--progress",
+                        "thread",
+                        "-d",
+                        rdmagate::testfix::rdma_device(),
+                        "-p",
+                        std::to_string(g_rdma_port),
+                        "--quiet",
+                        "--json",
+                        out,
+                        rxe_addr()},
+                       &text);
+  ASSERT_EQ(rc, 0) << text;
+  const json j = json::parse(read_file(out));
+  expect_common_fields(j);
+  ASSERT_EQ(j.at("rows").size(), 2u);
+  const HttpReply m = http_get(g_http_port, "/metrics");
+  ASSERT_EQ(m.status, 200);
+  const double puts = metric(m.body, "rdmagate_store_operations_total", {{"op", "put"}});
+  const double deletes = metric(m.body, "rdmagate_store_operations_total", {{"op", "delete"}});
+  EXPECT_GE(puts, 40.0);
+  EXPECT_LT(puts, 100.0);
+  EXPECT_GT(deletes, 0.0);
+  EXPECT_LE(deletes, puts) << "the cleanup deleted keys no PUT was sent for";
+  EXPECT_EQ(metric(m.body, "rdmagate_store_objects"), 0.0) << "a key the run wrote was left behind";
+}
+
 // --progress picks the client library's mode: each moves verified mixed traffic, inline and chunked, and the
 // JSON names the mode it ran.
 TEST_F(BenchCli, EveryClientProgressModeMovesVerifiedTraffic) {
