@@ -111,6 +111,7 @@ enum MsgType : std::uint8_t { kNoop = 1, kInlineReq, kInlineResp, kReadChunk, kW
 enum Opcode : std::uint16_t { kEcho = 1, kSink = 2, kPut = 0x10, kGet = 0x11, kDelete = 0x12 };
 constexpr std::uint32_t kStatusOk = 0;
 constexpr std::uint32_t kStatusTooSmall = 2;
+constexpr std::uint32_t kStatusNoResources = 4;  // §8.2: the request could not start now; retrying may work
 constexpr std::uint32_t kStatusNotFound = 0x100;
 
 struct HsParams {
@@ -768,17 +769,33 @@ int run_good(const Options& o) {
   const std::string prefix = o.key_prefix.empty() ? "good-" + std::to_string(getpid()) + "-" : o.key_prefix;
   std::uint64_t cookie = 1, ops = 0, version = 0;
   // A predecessor with the same prefix may have been killed mid-run: its keys go first, so that every later
-  // answer is predictable from this process's own PUTs.
-  auto remove = [&](const std::string& key) {
-    if (!peer.wait_request_credit(10s)) return false;
-    std::vector<std::uint8_t> m = peer.build(kInlineReq, kDelete, cookie, {}, key_prefix(key));
-    if (!peer.send(m, m.size())) return false;
-    const auto a = peer.wait_answer(cookie++, 20s);
-    return a.size() == 48 && (get32(&a[40]) == kStatusOk || get32(&a[40]) == kStatusNotFound);
+  // answer is predictable from this process's own PUTs. Empty on success, else what went wrong. An answer
+  // no_resources is retried, as §8.2 allows; a few times, with a pause, as a real client would.
+  const auto link = [&] {
+    return c.state() == LinkState::kClosedByGateway ? "closed by the gateway"
+           : c.state() == LinkState::kQpError       ? "QP error"
+           : c.state() == LinkState::kTimedOut      ? "timed out"
+                                                    : "up";
+  };
+  auto remove = [&](const std::string& key) -> std::string {
+    for (int attempt = 1;; ++attempt) {
+      if (!peer.wait_request_credit(10s)) return std::string("no request credit within 10 s; link ") + link();
+      std::vector<std::uint8_t> m = peer.build(kInlineReq, kDelete, cookie, {}, key_prefix(key));
+      if (!peer.send(m, m.size())) return std::string("send failed; link ") + link();
+      const auto a = peer.wait_answer(cookie++, 20s);
+      if (a.empty()) return std::string("no answer within 20 s; link ") + link();
+      if (a.size() != 48) return "an answer of " + std::to_string(a.size()) + " bytes";
+      const std::uint32_t st = get32(&a[40]);
+      if (st == kStatusOk || st == kStatusNotFound) return {};
+      if (st != kStatusNoResources || attempt == 5) return "status " + std::to_string(st);
+      usleep(100000);
+    }
   };
   for (unsigned k = 0; k < 16; ++k) {
-    if (!remove(prefix + std::to_string(k))) {
-      std::fprintf(stderr, "good: DELETE of a predecessor's key failed\n");
+    if (const std::string why = remove(prefix + std::to_string(k)); !why.empty()) {
+      std::fprintf(stderr,
+                   "good: DELETE of a predecessor's key %s%u failed: %s (gateway messages broken: %llu)\n",
+                   prefix.c_str(), k, why.c_str(), static_cast<unsigned long long>(peer.bad_from_gateway()));
       return 4;
     }
   }
@@ -888,8 +905,8 @@ int run_good(const Options& o) {
   }
   // Leaves the store as it found it (the soak compares the store's gauges before and after).
   for (const auto& [key, v] : stored) {
-    if (!remove(key)) {
-      std::fprintf(stderr, "good: DELETE %s at the end failed\n", key.c_str());
+    if (const std::string why = remove(key); !why.empty()) {
+      std::fprintf(stderr, "good: DELETE %s at the end failed: %s\n", key.c_str(), why.c_str());
       return 4;
     }
   }
