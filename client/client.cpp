@@ -493,9 +493,9 @@ bool ClientImpl::start(std::string* error) {
     // Said at every start: the gateway can reach every registered buffer, not only the request's.
     std::fprintf(
         stderr,
-        "rdmagate client: warning: device %s has no type-2 memory windows (or backend %s binds none): "
-        "chunked requests hand out the keys of whole registrations (docs/client.md \"Key scope\")\n",
-        engine_->device().name().c_str(), engine_->backend_name());
+        "rdmagate client: warning: device %s has no type-2 memory windows: chunked requests hand out the "
+        "keys of whole registrations (docs/client.md \"Key scope\")\n",
+        engine_->device().name().c_str());
   }
   reg_.emplace(VerbsRegistrar{engine_->pd(), windows_}, page_);
 

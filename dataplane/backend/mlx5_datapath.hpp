@@ -10,7 +10,11 @@
 //   SEND gathered      ctrl | data                   ds 2 (1 when the length is 0: the drain marker)
 //   SEND inline n      ctrl | inline hdr + n bytes   ds 1 + ceil((4 + n) / 16)  (1 when n is 0)
 //   RDMA READ/WRITE    ctrl | raddr | data           ds 3 (2 when the length is 0)
+//   window bind        ctrl | umr ctrl | mkey context | klm (64 bytes)   ds 12, 3 BBs
+//   window invalidate  ctrl | umr ctrl | mkey context                    ds 8, 2 BBs
 //   receive            data [| invalid-lkey terminator when the RQ stride holds more than one segment]
+// The window WQEs are UMRs laid out as rdma-core's provider lays out IBV_WR_BIND_MW and IBV_WR_LOCAL_INV
+// (providers/mlx5/qp.c set_bind_wr); the WQE after a UMR carries the initiator small fence, as there.
 // Flush: receives first (a credit never goes out ahead of its buffer), each queue's doorbell record once, and
 // one 8-byte doorbell write (the newest WQE's first 8 bytes) to the UAR for all sends of the turn.
 // Poll: owner bit against the consumer index's wrap, read barrier, decode; the CQ's doorbell record once
@@ -62,6 +66,9 @@ class Mlx5Qp : public BackendQp {
   std::uint32_t max_inline = 0;             // bytes an inline SEND carries (granted at creation)
   std::uint32_t qpn_shifted = 0;            // qp_num << 8: ctrl.qpn_ds without the ds count
   Mlx5Cq* cq = nullptr;                     // where this QP's completions go (its table names it)
+  // Type-2 memory windows (QpCaps::windows): the key each holds, as allocated and then as last bound. A UMR
+  // names its window by that key; a bind moves the key byte on.
+  std::vector<std::uint32_t> window_rkey;
 
   // ---- send queue state (core) ----
   std::uint32_t sq_pi = 0;            // producer index, BBs (the WQE counter the NIC sees is its low 16 bits)
@@ -69,6 +76,7 @@ class Mlx5Qp : public BackendQp {
   std::uint32_t sq_rung = 0;          // sq_pi at the last doorbell
   std::uint8_t* last_ctrl = nullptr;  // the newest staged WQE, whose first 8 bytes the doorbell carries
   std::uint32_t bf_offset = 0;
+  std::uint8_t fence_next = 0;         // fm_ce_se bits of the next WQE: the small fence after a UMR
   std::vector<std::uint64_t> sq_wrid;  // by WQE start BB: what the core staged it with
   std::vector<std::uint16_t> sq_bbs;   // by WQE start BB: its length in BBs
   // ---- receive queue state (core) ----
@@ -201,6 +209,8 @@ struct Mlx5Backend {
   static std::unique_ptr<DeviceBackend> make_device(ibv_context* ctx, ibv_pd* pd);
   static std::optional<std::uint32_t> probe_max_inline(ibv_context* ctx, std::uint32_t want);
   static constexpr int kMaxPoll = 64;
+  static constexpr bool kWindows = true;
+  static constexpr std::uint32_t kBindDs = 12, kInvalidateDs = 8;
 
   static void stage_recv_st(Qp& q, std::uint64_t wr_id, Segment s) noexcept {
     if (q.recvs_dropped != 0 || q.rq_head - q.rq_tail >= q.rq_wqe_cnt) [[unlikely]] {
@@ -256,6 +266,56 @@ struct Mlx5Backend {
     if (local.len != 0) set_data(reinterpret_cast<std::uint8_t*>(r + 1), local);
     end_wqe(q, w, op == RdmaOp::kRead ? MLX5_OPCODE_RDMA_READ : MLX5_OPCODE_RDMA_WRITE, ds,
             flags & kSendSignaled);
+  }
+
+  // Binds window `slot` of `q` over [b.addr, b.addr + b.len) of b.mr with a key it never had before, which it
+  // returns (unsignaled: it completes only in error). 0: nothing staged (no such window, a range beyond the
+  // 2 GiB one KLM entry maps, or no room, which the flush reports as for any send).
+  static std::uint32_t stage_bind_window_st(Qp& q, std::uint32_t slot, std::uint64_t wr_id,
+                                            const WindowBind& b) noexcept {
+    if (slot >= q.window_rkey.size() || b.mr == nullptr || b.len > kMaxWindowBytes) [[unlikely]]
+      return 0;
+    std::uint8_t* w = begin_wqe(q, wr_id, kBindDs);
+    if (w == nullptr) [[unlikely]]
+      return 0;
+    const std::uint32_t old_key = q.window_rkey[slot];
+    const std::uint32_t rkey = ibv_inc_rkey(old_key);
+    q.window_rkey[slot] = rkey;
+    set_umr_ctrl(w, true);
+    auto* m = reinterpret_cast<mlx5_wqe_mkey_context_seg*>(bb_after(q, w, 1));
+    std::memset(m, 0, sizeof(*m));
+    // A GET's destination: remote write, with the local write the registration must also grant (as the
+    // verbs backend asks); a PUT's source: remote read only.
+    m->access_flags = b.remote_write ? MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_WRITE |
+                                           MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE
+                                     : MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ;
+    m->qpn_mkey = htobe32(q.qpn_shifted | (rkey & 0xff));  // type 2: the window answers on this QP only
+    m->start_addr = htobe64(b.addr);
+    m->len = htobe64(b.len);
+    std::uint8_t* k = bb_after(q, w, 2);
+    std::memset(k, 0, MLX5_SEND_WQE_BB);
+    auto* klm = reinterpret_cast<mlx5_wqe_umr_klm_seg*>(k);
+    klm->byte_count = htobe32(static_cast<std::uint32_t>(b.len));
+    klm->mkey = htobe32(b.mr->lkey);
+    klm->address = htobe64(b.addr);
+    end_umr(q, w, kBindDs, 0, old_key);
+    return rkey;
+  }
+
+  // Invalidates window `slot`'s current key (signaled: its completion says the peer can no longer use it).
+  static bool stage_invalidate_window_st(Qp& q, std::uint32_t slot, std::uint64_t wr_id) noexcept {
+    if (slot >= q.window_rkey.size()) [[unlikely]]
+      return false;
+    std::uint8_t* w = begin_wqe(q, wr_id, kInvalidateDs);
+    if (w == nullptr) [[unlikely]]
+      return false;
+    set_umr_ctrl(w, false);
+    auto* m = reinterpret_cast<mlx5_wqe_mkey_context_seg*>(bb_after(q, w, 1));
+    std::memset(m, 0, sizeof(*m));
+    m->free = MLX5_WQE_MKEY_CONTEXT_FREE;
+    m->qpn_mkey = htobe32(0xffffff00u);
+    end_umr(q, w, kInvalidateDs, kSendSignaled, q.window_rkey[slot]);
+    return true;
   }
 
   // Receives first, then sends, as the verbs backend does. Nothing here can fail: what did not fit the
@@ -344,11 +404,47 @@ struct Mlx5Backend {
     c->qpn_ds = htobe32(q.qpn_shifted | ds);
     c->signature = 0;
     c->dci_stream_channel_id = 0;
-    c->fm_ce_se = (flags & kSendSignaled) != 0 ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
+    c->fm_ce_se = static_cast<std::uint8_t>(q.fence_next |
+                                            ((flags & kSendSignaled) != 0 ? MLX5_WQE_CTRL_CQ_UPDATE : 0));
     c->imm = 0;
+    q.fence_next = 0;
     q.last_ctrl = w;
     q.sq_pi += (ds + 3) / 4;
   }
+
+  // The UMR's first BB after its control segment; its mkey mask says which fields of the mkey context the NIC
+  // takes (a bind: the range and the access; an invalidation: only that the window is free again).
+  static void set_umr_ctrl(std::uint8_t* w, bool bind) noexcept {
+    constexpr std::uint64_t kInvalidateMask =
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY | MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN;
+    constexpr std::uint64_t kBindMask =
+        kInvalidateMask | MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN | MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR |
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE | MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ |
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE | MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC;
+    auto* u = reinterpret_cast<mlx5_wqe_umr_ctrl_seg*>(w + sizeof(mlx5_wqe_ctrl_seg));
+    std::memset(u, 0, sizeof(*u));
+    // CHECK_FREE: a bind of a window still bound fails (rebinding only after the invalidation completed);
+    // CHECK_QPN: only this QP may invalidate it. One KLM entry is one octoword pair, rounded up to 8 entries.
+    u->flags = MLX5_WQE_UMR_CTRL_FLAG_INLINE | MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET |
+               (bind ? MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE : MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN);
+    u->klm_octowords = htobe16(bind ? 4 : 0);
+    u->mkey_mask = htobe64(bind ? kBindMask : kInvalidateMask);
+  }
+
+  // ctrl.imm names the window (by the key it holds now); whatever follows waits for the UMR.
+  static void end_umr(Qp& q, std::uint8_t* w, std::uint32_t ds, unsigned flags, std::uint32_t key) noexcept {
+    end_wqe(q, w, MLX5_OPCODE_UMR, ds, flags);
+    reinterpret_cast<mlx5_wqe_ctrl_seg*>(w)->imm = htobe32(key);
+    q.fence_next = MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE;
+  }
+
+  // The BB n after the one at p, around the ring.
+  static std::uint8_t* bb_after(Qp& q, std::uint8_t* p, std::uint32_t n) noexcept {
+    const auto idx = static_cast<std::uint32_t>((p - q.sq_buf) >> 6) + n;
+    return q.sq_buf + (std::size_t{idx & (q.sq_wqe_cnt - 1)} << 6);
+  }
+
+  static constexpr std::uint64_t kMaxWindowBytes = std::uint64_t{1} << 31;  // one KLM entry's reach
 
   static void set_data(std::uint8_t* seg, Segment s) noexcept {
     auto* d = reinterpret_cast<mlx5_wqe_data_seg*>(seg);

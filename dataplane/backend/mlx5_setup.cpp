@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "dataplane/backend/first_receives.hpp"
 #include "dataplane/backend/mlx5_datapath.hpp"
@@ -38,15 +39,20 @@ class Mlx5DvCq final : public Mlx5Cq {
 class Mlx5DvQp final : public Mlx5Qp {
  public:
   ~Mlx5DvQp() override {
+    // The windows first: a bound type-2 window holds its QP.
+    for (ibv_mw* mw : windows) {
+      if (ibv_dealloc_mw(mw) != 0) std::fprintf(stderr, "rdmagate: ibv_dealloc_mw: %m\n");
+    }
     if (id != nullptr && id->qp != nullptr) rdma_destroy_qp(id);
   }
   ibv_qp* qp = nullptr;
-  rdma_cm_id* id = nullptr;  // the QP is the id's (rdma_create_qp)
+  rdma_cm_id* id = nullptr;      // the QP is the id's (rdma_create_qp)
+  std::vector<ibv_mw*> windows;  // QpCaps::windows; the core binds them with UMR WQEs by key (window_rkey)
 };
 
 class Mlx5Device final : public DeviceBackend {
  public:
-  Mlx5Device(ibv_context* ctx, ibv_pd* pd) : ctx_(ctx), pd_(pd) {}
+  Mlx5Device(ibv_context* ctx, ibv_pd* pd) : ctx_(ctx), pd_(pd), type2_windows_(verbs_type2_windows(ctx)) {}
 
   BackendKind kind() const noexcept override { return BackendKind::kMlx5; }
   const char* name() const noexcept override { return Mlx5Backend::kName; }
@@ -145,6 +151,10 @@ class Mlx5Device final : public DeviceBackend {
     q->sq_wrid.assign(q->sq_wqe_cnt, 0);
     q->sq_bbs.assign(q->sq_wqe_cnt, 0);
     q->rq_wrid.assign(q->rq_wqe_cnt, 0);
+    // rdma-core sizes every RC QP's WQE slots to hold a bind (its sq_overhead), so the window WQEs fit the
+    // send queue the core accounts for in work requests.
+    if (!alloc_type2_windows(ctx_, pd_, type2_windows_, caps.windows, &q->windows, error)) return nullptr;
+    for (const ibv_mw* mw : q->windows) q->window_rkey.push_back(mw->rkey);
     q->cq = &mcq;
     // Last: the core may find the QP in the table as soon as it is in (its first CQE can follow the first
     // receive post), so every field above is written before the release store that publishes it.
@@ -167,12 +177,14 @@ class Mlx5Device final : public DeviceBackend {
   }
 
   std::uint32_t max_cqe() const noexcept override { return verbs_max_cqe(ctx_); }
+  bool type2_windows() const noexcept override { return type2_windows_; }
 
   int qp_to_err(BackendQp& qp) noexcept override { return verbs_qp_to_err(static_cast<Mlx5DvQp&>(qp).qp); }
 
  private:
   ibv_context* ctx_;
   ibv_pd* pd_;
+  bool type2_windows_;
 };
 
 }  // namespace

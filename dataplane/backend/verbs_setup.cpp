@@ -84,6 +84,31 @@ std::unique_ptr<BackendMr> register_verbs_memory(ibv_pd* pd, void* addr, std::si
   return std::make_unique<VerbsMr>(mr);
 }
 
+bool verbs_type2_windows(ibv_context* ctx) noexcept {
+  ibv_device_attr da{};
+  return ibv_query_device(ctx, &da) == 0 &&
+         (da.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
+}
+
+bool alloc_type2_windows(ibv_context* ctx, ibv_pd* pd, bool supported, std::uint32_t n,
+                         std::vector<ibv_mw*>* windows, std::string* error) {
+  if (n == 0) return true;
+  if (!supported) {
+    *error = std::string("device ") + ibv_get_device_name(ctx->device) + " has no type-2 memory windows";
+    return false;
+  }
+  for (std::uint32_t i = 0; i < n; ++i) {
+    ibv_mw* mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+    if (mw == nullptr) {
+      *error = "ibv_alloc_mw(type 2) " + std::to_string(i + 1) + " of " + std::to_string(n) + ": " +
+               std::strerror(errno);
+      return false;
+    }
+    windows->push_back(mw);
+  }
+  return true;
+}
+
 std::uint32_t verbs_max_cqe(ibv_context* ctx) noexcept {
   ibv_device_attr a{};
   return ibv_query_device(ctx, &a) == 0 && a.max_cqe > 0 ? static_cast<std::uint32_t>(a.max_cqe) : 0;
@@ -117,13 +142,7 @@ void chain(VerbsQp& q, std::uint32_t sends, std::uint32_t recvs) {
 
 class VerbsDevice final : public DeviceBackend {
  public:
-  VerbsDevice(ibv_context* ctx, ibv_pd* pd) : ctx_(ctx), pd_(pd) {
-    ibv_device_attr da{};
-    // rxe has type 2B windows, ConnectX type 2B as well (2A: associated with a QP number, not the QP).
-    type2_windows_ =
-        ibv_query_device(ctx_, &da) == 0 &&
-        (da.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
-  }
+  VerbsDevice(ibv_context* ctx, ibv_pd* pd) : ctx_(ctx), pd_(pd), type2_windows_(verbs_type2_windows(ctx)) {}
 
   BackendKind kind() const noexcept override { return BackendKind::kVerbs; }
   const char* name() const noexcept override { return "verbs"; }
@@ -175,22 +194,9 @@ class VerbsDevice final : public DeviceBackend {
     // Everything the loop can stage between two flushes: at most a full send queue and a full receive queue
     // (none on a QP of the shared receive queue).
     chain(*q, caps.max_send_wr, srq != nullptr ? 0 : caps.max_recv_wr);
-    if (caps.windows != 0) {
-      if (!type2_windows_) {
-        *error = std::string("device ") + ibv_get_device_name(ctx_->device) + " has no type-2 memory windows";
-        return nullptr;
-      }
-      for (std::uint32_t i = 0; i < caps.windows; ++i) {
-        ibv_mw* mw = ibv_alloc_mw(pd_, IBV_MW_TYPE_2);
-        if (mw == nullptr) {
-          *error = "ibv_alloc_mw(type 2) " + std::to_string(i + 1) + " of " + std::to_string(caps.windows) +
-                   ": " + std::strerror(errno);
-          return nullptr;  // ~VerbsQp frees the windows so far and the QP
-        }
-        q->windows.push_back(mw);
-        q->window_rkey.push_back(mw->rkey);
-      }
-    }
+    // On failure ~VerbsQp frees the windows so far and the QP.
+    if (!alloc_type2_windows(ctx_, pd_, type2_windows_, caps.windows, &q->windows, error)) return nullptr;
+    for (const ibv_mw* mw : q->windows) q->window_rkey.push_back(mw->rkey);
     return q;
   }
 

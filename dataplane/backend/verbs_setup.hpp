@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dataplane/backend/backend.hpp"
 
@@ -30,6 +31,14 @@ std::optional<ibv_qp_cap> create_rc_qp(rdma_cm_id* id, ibv_pd* pd, ibv_cq* cq, c
 // ibv_reg_mr as a BackendMr (deregistered by its destructor). nullptr and *error on failure.
 std::unique_ptr<BackendMr> register_verbs_memory(ibv_pd* pd, void* addr, std::size_t len, int access,
                                                  std::string* error);
+
+// Whether the device binds type-2 memory windows (rxe and ConnectX have type 2B; 2A is associated with a QP
+// number rather than the QP, which serves as well).
+bool verbs_type2_windows(ibv_context* ctx) noexcept;
+// n type-2 windows in `pd`, appended to *windows (those made before a failure stay there for the caller to
+// deallocate); `supported` is verbs_type2_windows, read once per device. false and *error on failure.
+bool alloc_type2_windows(ibv_context* ctx, ibv_pd* pd, bool supported, std::uint32_t n,
+                         std::vector<ibv_mw*>* windows, std::string* error);
 
 // ibv_device_attr::max_cqe of the device (0 when the query fails: no known limit).
 std::uint32_t verbs_max_cqe(ibv_context* ctx) noexcept;

@@ -81,11 +81,14 @@ inline std::uint32_t dbrec_word(const volatile std::uint32_t* rec, int i) {
   return be32_at(b);
 }
 
-inline bool all_poison(const std::uint8_t* p, std::size_t n) {
+inline bool all_value(const std::uint8_t* p, std::size_t n, std::uint8_t v) {
   for (std::size_t i = 0; i < n; ++i) {
-    if (p[i] != kPoison) return false;
+    if (p[i] != v) return false;
   }
   return true;
+}
+inline bool all_poison(const std::uint8_t* p, std::size_t n) {
+  return all_value(p, n, kPoison);
 }
 
 struct FreeBytes {

@@ -19,12 +19,23 @@
 //   [recv]    mlx5_post_recv: one data segment per SGE, then, when the WQE has room for more
 //             (j < rq.max_gs), a terminator {byte_count 0, lkey be32(MLX5_INVALID_LKEY), addr 0};
 //             wrid[head & (wqe_cnt - 1)] = wr_id; db[MLX5_RCV_DBR] = be32(head & 0xffff).
+//   [umr]     set_bind_wr (IBV_WR_BIND_MW, and IBV_WR_LOCAL_INV as a bind of length 0), opcode UMR:
+//             ctrl.imm = be32(the window's current key: mw->rkey, or invalidate_rkey); then the UMR control
+//             segment (48 bytes: flags INLINE | TRNSLATION_OFFSET | CHECK_FREE for a bind, CHECK_QPN for an
+//             invalidation of a type-2 window; klm_octowords be16(ALIGN(entries, 3) / 2): 4 for one entry,
+//             0 for none; mkey_mask FREE | MKEY | QPN, and for a bind LEN | START_ADDR | the four access
+//             bits); the mkey context (64: free, access_flags, qpn_mkey = be32(qpn << 8 | new key & 0xff) or
+//             be32(0xffffff00) when freeing, start_addr, len); for a bind one KLM entry in a 64-byte segment
+//             (be32 byte_count, be32 the registration's lkey, be64 address, the rest zero). ds 12 or 8.
+//   [fence]   next_fence = MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE after a bind or an invalidation: the
+//             next WQE's fm_ce_se carries it, whatever that WQE is.
 //   [db]      post_send_db: db[MLX5_SND_DBR] = be32(cur_post & 0xffff), then the first 8 bytes of the
 //             newest control segment to bf->reg + bf->offset (mmio_write64_be), then offset ^= buf_size.
 
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <ostream>
@@ -302,6 +313,187 @@ INSTANTIATE_TEST_SUITE_P(ReadWrite, Rdma, ::testing::Values(RdmaOp::kRead, RdmaO
                          [](const ::testing::TestParamInfo<RdmaOp>& i) {
                            return i.param == RdmaOp::kRead ? "Read" : "Write";
                          });
+
+// ---------------------------------------------------------------------------------------------------------
+// Type-2 memory windows: bind and invalidation as UMR WQEs ([umr], [fence]).
+
+static_assert(MLX5_OPCODE_UMR == 0x25 && MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE == 0x20);
+static_assert(sizeof(mlx5_wqe_umr_ctrl_seg) == 48 && offsetof(mlx5_wqe_umr_ctrl_seg, klm_octowords) == 4 &&
+              offsetof(mlx5_wqe_umr_ctrl_seg, mkey_mask) == 8);
+static_assert(sizeof(mlx5_wqe_mkey_context_seg) == 64 &&
+              offsetof(mlx5_wqe_mkey_context_seg, access_flags) == 2 &&
+              offsetof(mlx5_wqe_mkey_context_seg, qpn_mkey) == 4 &&
+              offsetof(mlx5_wqe_mkey_context_seg, start_addr) == 16 &&
+              offsetof(mlx5_wqe_mkey_context_seg, len) == 24);
+static_assert(sizeof(mlx5_wqe_umr_klm_seg) == 16);
+
+constexpr std::uint8_t kSmallFence = 0x20;
+constexpr std::uint32_t kWindowKey0 = 0x00abcd12, kWindowKey1 = 0x00beeffe;
+
+// A QP with two windows whose keys are kWindowKey0 and kWindowKey1 (as ibv_alloc_mw handed them out).
+struct WindowQp {
+  explicit WindowQp(std::uint32_t start = 0) {
+    h.qp.window_rkey = {kWindowKey0, kWindowKey1};
+    h.start_sq_at(start);
+  }
+  HostQp h;
+  ibv_mr mr = [] {
+    ibv_mr m{};
+    m.lkey = kLkey;
+    return m;
+  }();
+};
+
+// [ctrl] of a UMR: as any WQE's, with the window's key as immediate and the fence bits given.
+void expect_umr_ctrl(const std::uint8_t* w, std::uint32_t pi, std::uint32_t ds, std::uint8_t fm_ce_se,
+                     std::uint32_t key) {
+  EXPECT_EQ(w[0], 0) << "opmod";
+  EXPECT_EQ(be16_at(w + 1), pi & 0xffff) << "WQE index";
+  EXPECT_EQ(w[3], 0x25) << "opcode UMR";
+  EXPECT_EQ(be32_at(w + 4), 0x1234abu << 8 | ds) << "QP number and DS count";
+  EXPECT_EQ(w[8], 0) << "signature";
+  EXPECT_EQ(be16_at(w + 9), 0) << "dci_stream_channel_id";
+  EXPECT_EQ(w[11], fm_ce_se) << "fm_ce_se";
+  EXPECT_EQ(be32_at(w + 12), key) << "imm: the key the window holds now";
+}
+
+class WindowBindWqe : public ::testing::TestWithParam<bool> {};  // remote write (a GET's) or read (a PUT's)
+
+TEST_P(WindowBindWqe, FieldByField) {
+  const bool write = GetParam();
+  WindowQp q(5);
+  const std::uint32_t key =
+      B::stage_bind_window_st(q.h.qp, 1, 0xb1d, WindowBind{kGatherAddr, 8192, &q.mr, write});
+  EXPECT_EQ(key, 0x00beefffu) << "ibv_inc_rkey: the key byte moves on, the index stays";
+  EXPECT_EQ(q.h.qp.window_rkey[1], key);
+  EXPECT_EQ(q.h.qp.window_rkey[0], kWindowKey0);
+  const std::uint8_t* w = q.h.bb(5);
+  expect_umr_ctrl(w, 5, 12, 0, kWindowKey1);
+  // UMR control segment.
+  EXPECT_EQ(w[16], 0xb0) << "INLINE (0x80) | CHECK_FREE (0x20) | TRNSLATION_OFFSET (0x10)";
+  EXPECT_TRUE(all_value(w + 17, 3, 0));
+  EXPECT_EQ(be16_at(w + 20), 4) << "klm_octowords: one KLM entry";
+  EXPECT_EQ(be16_at(w + 22), 0) << "translation_offset";
+  EXPECT_EQ(be64_at(w + 24), 0x203c6041ull)
+      << "mkey_mask: FREE 1<<29 | QPN 1<<14 | MKEY 1<<13 | LEN 1<<0 | START_ADDR 1<<6 | access 1<<18..21";
+  EXPECT_TRUE(all_value(w + 32, 32, 0)) << "rsvd1";
+  // Mkey context.
+  const std::uint8_t* m = q.h.bb(6);
+  EXPECT_EQ(m[0], 0) << "free: 0, the window becomes valid";
+  EXPECT_EQ(m[2], write ? 0x28 : 0x10) << "access: LOCAL_WRITE 0x08 | REMOTE_WRITE 0x20, or REMOTE_READ 0x10";
+  EXPECT_EQ(be32_at(m + 4), 0x1234abu << 8 | 0xff) << "qpn_mkey: bound to this QP, the new key byte";
+  EXPECT_EQ(be64_at(m + 16), kGatherAddr) << "start_addr (not zero-based)";
+  EXPECT_EQ(be64_at(m + 24), 8192u) << "len";
+  EXPECT_EQ(m[1], 0);
+  EXPECT_EQ(m[3], 0);
+  EXPECT_TRUE(all_value(m + 8, 8, 0));
+  EXPECT_TRUE(all_value(m + 32, 32, 0));
+  // One KLM entry.
+  const std::uint8_t* k = q.h.bb(7);
+  EXPECT_EQ(be32_at(k), 8192u) << "byte_count";
+  EXPECT_EQ(be32_at(k + 4), kLkey) << "mkey: the registration's lkey";
+  EXPECT_EQ(be64_at(k + 8), kGatherAddr) << "address";
+  EXPECT_TRUE(all_value(k + 16, 48, 0)) << "the rest of the 64-byte segment";
+
+  EXPECT_EQ(q.h.qp.sq_pi, 8u) << "[bbs] 12 ds: 3 BBs";
+  EXPECT_EQ(q.h.qp.sq_wrid[5], 0xb1du);
+  EXPECT_EQ(q.h.qp.sq_bbs[5], 3u);
+  expect_other_bbs_untouched(q.h, 5, 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Access, WindowBindWqe, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Write" : "Read"; });
+
+TEST(Mlx5Wqe, WindowInvalidationFieldByField) {
+  WindowQp q(2);
+  ASSERT_TRUE(B::stage_invalidate_window_st(q.h.qp, 0, 0x1a7));
+  const std::uint8_t* w = q.h.bb(2);
+  expect_umr_ctrl(w, 2, 8, kSignaledBits, kWindowKey0);
+  EXPECT_EQ(w[16], 0x98) << "INLINE (0x80) | TRNSLATION_OFFSET (0x10) | CHECK_QPN (0x08)";
+  EXPECT_TRUE(all_value(w + 17, 3, 0));
+  EXPECT_EQ(be16_at(w + 20), 0) << "klm_octowords: no entry";
+  EXPECT_EQ(be16_at(w + 22), 0);
+  EXPECT_EQ(be64_at(w + 24), 0x20006000ull) << "mkey_mask: FREE | QPN | MKEY";
+  EXPECT_TRUE(all_value(w + 32, 32, 0));
+  const std::uint8_t* m = q.h.bb(3);
+  EXPECT_EQ(m[0], 0x40) << "free: MLX5_WQE_MKEY_CONTEXT_FREE";
+  EXPECT_EQ(be32_at(m + 4), 0xffffff00u) << "qpn_mkey of a freed window";
+  EXPECT_EQ(m[1] | m[2] | m[3], 0);
+  EXPECT_TRUE(all_value(m + 8, 56, 0));
+  EXPECT_EQ(q.h.qp.window_rkey[0], kWindowKey0) << "an invalidation keeps the key; the next bind moves it";
+  EXPECT_EQ(q.h.qp.sq_pi, 4u) << "[bbs] 8 ds: 2 BBs";
+  EXPECT_EQ(q.h.qp.sq_bbs[2], 2u);
+  EXPECT_EQ(q.h.qp.sq_wrid[2], 0x1a7u);
+  expect_other_bbs_untouched(q.h, 2, 2);
+}
+
+// [fence]: the WQE right after a UMR waits for it (the request's SEND that hands the key out must not run
+// before the window holds it); the one after that does not; a UMR after a UMR carries it too.
+TEST(Mlx5Wqe, SmallFenceOnTheWqeAfterEachUmr) {
+  WindowQp q;
+  B::stage_bind_window_st(q.h.qp, 0, 1, WindowBind{kGatherAddr, 64, &q.mr, false});                 // BBs 0-2
+  B::stage_send_st(q.h.qp, 2, Segment{kGatherAddr, 64, kLkey}, kSendSignaled);                      // BB 3
+  B::stage_send_st(q.h.qp, 3, Segment{kGatherAddr, 64, kLkey}, 0);                                  // BB 4
+  ASSERT_TRUE(B::stage_invalidate_window_st(q.h.qp, 0, 4));                                         // BBs 5-6
+  B::stage_bind_window_st(q.h.qp, 0, 5, WindowBind{kGatherAddr, 64, &q.mr, true});                  // BBs 7-9
+  B::stage_rdma_st(q.h.qp, RdmaOp::kWrite, 6, Segment{kGatherAddr, 64, kLkey}, kRemote, kRkey, 0);  // BB 10
+  EXPECT_EQ(q.h.bb(0)[11], 0) << "the first UMR: nothing before it";
+  EXPECT_EQ(q.h.bb(3)[11], kSmallFence | kSignaledBits) << "the SEND after the bind";
+  EXPECT_EQ(q.h.bb(4)[11], 0) << "the SEND after that";
+  EXPECT_EQ(q.h.bb(5)[11], kSignaledBits) << "the invalidation (signaled) after a plain SEND";
+  EXPECT_EQ(q.h.bb(7)[11], kSmallFence) << "a bind right after the invalidation";
+  EXPECT_EQ(q.h.bb(10)[11], kSmallFence) << "the WRITE after that bind";
+  EXPECT_EQ(be32_at(q.h.bb(7) + 12), kWindowKey0 + 1) << "the second bind names the key of the first";
+  EXPECT_EQ(q.h.qp.sq_pi, 11u);
+  const FlushResult r = B::flush_st(q.h.qp);
+  EXPECT_EQ(r.send_unposted, 0u);
+  EXPECT_EQ(q.h.snd_record(), 11u) << "[db]";
+  EXPECT_EQ(std::memcmp(q.h.bf(), q.h.bb(10), 8), 0) << "[db] the newest WQE's first 8 bytes";
+}
+
+// A bind whose last segments run past the SQ's end continues at its start, segment by segment (rdma-core:
+// `if (*seg == qend) *seg = mlx5_get_send_wqe(qp, 0)` between them).
+TEST(Mlx5Wqe, WindowBindWrapsTheSqEnd) {
+  WindowQp q(14);
+  const std::uint32_t key = B::stage_bind_window_st(q.h.qp, 0, 7, WindowBind{kGatherAddr, 100, &q.mr, true});
+  EXPECT_EQ(key, kWindowKey0 + 1);
+  expect_umr_ctrl(q.h.bb(14), 14, 12, 0, kWindowKey0);
+  EXPECT_EQ(be32_at(q.h.bb(15) + 4), 0x1234abu << 8 | ((kWindowKey0 + 1) & 0xff)) << "mkey context in BB 15";
+  EXPECT_EQ(be64_at(q.h.bb(15) + 24), 100u);
+  EXPECT_EQ(be32_at(q.h.bb(0)), 100u) << "the KLM entry at the SQ's start";
+  EXPECT_EQ(be64_at(q.h.bb(0) + 8), kGatherAddr);
+  EXPECT_EQ(q.h.qp.sq_pi, 17u);
+  expect_other_bbs_untouched(q.h, 14, 3);
+}
+
+// The key byte wraps from 0xff to 0x00 within the window's index (ibv_inc_rkey).
+TEST(Mlx5Wqe, WindowKeyByteWraps) {
+  WindowQp q;
+  q.h.qp.window_rkey[0] = 0x00abcdff;
+  EXPECT_EQ(B::stage_bind_window_st(q.h.qp, 0, 1, WindowBind{kGatherAddr, 1, &q.mr, false}), 0x00abcd00u);
+  EXPECT_EQ(be32_at(q.h.bb(1) + 4), 0x1234abu << 8) << "qpn_mkey's key byte 0x00";
+}
+
+// What stages nothing: no such window, no registration, a range beyond one KLM entry's 2 GiB; and a ring
+// without room, which drops the tail as for any send and says so at the flush.
+TEST(Mlx5Wqe, WindowWorkThatCannotBeStaged) {
+  WindowQp q;
+  EXPECT_EQ(B::stage_bind_window_st(q.h.qp, 2, 1, WindowBind{kGatherAddr, 64, &q.mr, false}), 0u);
+  EXPECT_FALSE(B::stage_invalidate_window_st(q.h.qp, 2, 1));
+  EXPECT_EQ(B::stage_bind_window_st(q.h.qp, 0, 1, WindowBind{kGatherAddr, 64, nullptr, false}), 0u);
+  EXPECT_EQ(B::stage_bind_window_st(q.h.qp, 0, 1, WindowBind{kGatherAddr, (1ull << 31) + 1, &q.mr, false}),
+            0u);
+  EXPECT_EQ(q.h.qp.sq_pi, 0u);
+  EXPECT_EQ(q.h.qp.window_rkey[0], kWindowKey0) << "a key moves only with a staged bind";
+  expect_other_bbs_untouched(q.h, 0, 0);
+
+  q.h.start_sq_at(0);
+  q.h.qp.sq_ci = static_cast<std::uint16_t>(-14);  // 14 of 16 BBs still the NIC's: a bind (3) does not fit
+  EXPECT_EQ(B::stage_bind_window_st(q.h.qp, 0, 1, WindowBind{kGatherAddr, 64, &q.mr, false}), 0u);
+  EXPECT_EQ(q.h.qp.window_rkey[0], kWindowKey0);
+  EXPECT_FALSE(B::stage_invalidate_window_st(q.h.qp, 0, 2)) << "nor does anything after a dropped WQE";
+  EXPECT_EQ(B::flush_st(q.h.qp).send_unposted, 2u);
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Receives ([recv]).

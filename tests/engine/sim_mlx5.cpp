@@ -118,10 +118,17 @@ std::unique_ptr<BackendQp> SimMlx5Device::create_qp(rdma_cm_id*, BackendCq& bcq,
     *error = "sim-mlx5 create_qp: empty queue";
     return nullptr;
   }
+  if (caps.windows != 0 && !model_.type2_windows()) {
+    *error = "sim-mlx5 create_qp: no type-2 memory windows";
+    return nullptr;
+  }
   // rdma-core's mlx5_calc_sq_size: every WQE slot is as large as the largest WQE this QP may post (here an
-  // inline SEND of max_inline bytes, or a READ/WRITE with one fragment), the ring a power of two of those.
+  // inline SEND of max_inline bytes, a READ/WRITE with one fragment or, with windows, a bind), the ring a
+  // power of two of those. rdma-core reserves a bind's room in every RC QP, windows or not (and a data
+  // segment more); the least that holds what the backend posts is the stricter test of its ring arithmetic.
   const std::uint32_t inl = std::min(caps.max_inline_data, opt_.max_inline);
-  const std::uint32_t ds_max = std::max<std::uint32_t>(3, inl != 0 ? 1 + (4 + inl + 15) / 16 : 1);
+  const std::uint32_t ds_max = std::max<std::uint32_t>(caps.windows != 0 ? Mlx5Backend::kBindDs : 3,
+                                                       inl != 0 ? 1 + (4 + inl + 15) / 16 : 1);
   const std::uint32_t wqe_bbs = (ds_max + 3) / 4;
   const std::uint64_t want_bbs = std::uint64_t{caps.max_send_wr} * wqe_bbs;
   if (want_bbs > kMaxRing || caps.max_recv_wr > kMaxRing) {
@@ -139,8 +146,10 @@ std::unique_ptr<BackendQp> SimMlx5Device::create_qp(rdma_cm_id*, BackendCq& bcq,
   shadow_caps.max_send_wr = sq_bbs / wqe_bbs;
   shadow_caps.max_recv_wr = rq_cnt;
   shadow_caps.max_inline_data = inl;
+  shadow_caps.windows = caps.windows;
   QpInfo info;
   q->shadow_ = model_.make_qp(cq.model(), shadow_caps, &info);
+  for (const FakeQp::Window& w : q->shadow_->windows()) q->window_rkey.push_back(w.rkey);
   q->qp_num = info.qp_num;
   q->sq_buf = q->sq_[0].b;
   q->sq_wqe_cnt = sq_bbs;
@@ -365,9 +374,11 @@ bool SimMlx5Device::parse_send(SimMlx5Qp& q, std::uint16_t at, std::uint16_t lim
   if (((w0 >> 8) & 0xffff) != at || (w0 >> 24) != 0 || ds == 0 || (w1 & 0xc0) != 0) return bad();
   const auto n_bbs = static_cast<std::uint16_t>((ds + 3) / 4);
   if (n_bbs > static_cast<std::uint16_t>(limit - at)) return bad();  // runs past the doorbell record
-  // No signature, stream id, fence, solicited event or immediate: the backend asks for none of them.
-  if (c[8] != 0 || c[9] != 0 || c[10] != 0 || (c[11] & ~MLX5_WQE_CTRL_CQ_UPDATE) != 0 ||
-      load_be32(c + 12) != 0) {
+  // No signature, stream id or solicited event; a fence only right after a UMR, and there always; an
+  // immediate only as a UMR's window key.
+  const std::uint32_t imm = load_be32(c + 12);
+  if (c[8] != 0 || c[9] != 0 || c[10] != 0 || (c[11] & ~MLX5_WQE_CTRL_CQ_UPDATE) != q.fence_next_ ||
+      (imm != 0 && opcode != MLX5_OPCODE_UMR)) {
     return bad();
   }
   w.signaled = (c[11] & MLX5_WQE_CTRL_CQ_UPDATE) != 0;
@@ -405,9 +416,16 @@ bool SimMlx5Device::parse_send(SimMlx5Qp& q, std::uint16_t at, std::uint16_t lim
       if (load_be32(c + 28) != 0) return bad();
       if (ds == 3 && !data_seg(c + 32)) return bad();
       break;
+    case MLX5_OPCODE_UMR:
+      if (!parse_umr(q, c, byte_at(64), ds == Mlx5Backend::kBindDs ? byte_at(128) : nullptr, ds, imm, w)) {
+        return bad();
+      }
+      ++stats_.umr_wqes;
+      break;
     default:
       return bad();
   }
+  q.fence_next_ = opcode == MLX5_OPCODE_UMR ? MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE : 0;
   stats_.send_bbs += n_bbs;
   if (w.is_inline) ++stats_.inline_wqes;
   if (n_bbs > 1) ++stats_.multi_bb_wqes;
@@ -416,6 +434,68 @@ bool SimMlx5Device::parse_send(SimMlx5Qp& q, std::uint16_t at, std::uint16_t lim
   q.nic_len_[slot] = w.local.len;
   q.nic_op_[slot] = static_cast<std::uint8_t>(opcode);
   *bbs = n_bbs;
+  return true;
+}
+
+// A window bind (ds 12: control, UMR control, mkey context, one KLM entry) or local invalidation (ds 8: no
+// KLM), every field as rdma-core's set_bind_wr writes it for a type-2 window of this QP and every reserved
+// byte zero (the backend clears them). `c` is the WQE's first BB, `m` its second, `k` its third (binds).
+bool SimMlx5Device::parse_umr(SimMlx5Qp& q, const std::uint8_t* c, const std::uint8_t* m,
+                              const std::uint8_t* k, std::uint32_t ds, std::uint32_t key,
+                              FakeWr& w) noexcept {
+  const bool bind = ds == Mlx5Backend::kBindDs;
+  if (!bind && ds != Mlx5Backend::kInvalidateDs) return false;
+  const auto zero = [](const std::uint8_t* p, std::size_t n) {
+    return std::all_of(p, p + n, [](std::uint8_t b) { return b == 0; });
+  };
+  // The window the key names: by its index (the key without its key byte), among this QP's only.
+  const std::vector<FakeQp::Window>& wins = q.shadow_->windows();
+  const auto it = std::find_if(wins.begin(), wins.end(),
+                               [&](const FakeQp::Window& x) { return (x.rkey & ~0xffu) == (key & ~0xffu); });
+  if (it == wins.end()) return false;
+  // The UMR control segment: 48 bytes after the 16 of the WQE's control segment.
+  const std::uint8_t* u = c + 16;
+  constexpr std::uint64_t kInvMask =
+      MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY | MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN;
+  constexpr std::uint64_t kBindMask =
+      kInvMask | MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN | MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR |
+      MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE | MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ |
+      MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE | MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC;
+  const std::uint8_t flags = MLX5_WQE_UMR_CTRL_FLAG_INLINE | MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET |
+                             (bind ? MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE : MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN);
+  std::uint16_t octowords;
+  std::memcpy(&octowords, u + 4, 2);
+  if (u[0] != flags || !zero(u + 1, 3) || be16toh(octowords) != (bind ? 4 : 0) || u[6] != 0 || u[7] != 0 ||
+      load_be64(u + 8) != (bind ? kBindMask : kInvMask) || !zero(u + 16, 32)) {
+    return false;
+  }
+  // The mkey context: free, -, access, -, qpn_mkey, -, pd, start, len, the rest (offsets as mlx5dv.h's).
+  const std::uint32_t qpn_mkey = load_be32(m + 4);
+  if (m[1] != 0 || m[3] != 0 || !zero(m + 8, 8) || !zero(m + 32, 32)) return false;
+  w.window = static_cast<std::uint32_t>(it - wins.begin());
+  if (!bind) {
+    if (m[0] != MLX5_WQE_MKEY_CONTEXT_FREE || m[2] != 0 || qpn_mkey != 0xffffff00u || !zero(m + 16, 16)) {
+      return false;
+    }
+    w.op = WrOp::kLocalInv;
+    w.rkey = key;
+    return true;
+  }
+  constexpr std::uint8_t kRead = MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ;
+  constexpr std::uint8_t kWrite =
+      MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_WRITE | MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE;
+  const std::uint32_t len = load_be32(k);
+  const std::uint64_t addr = load_be64(k + 8);
+  if (m[0] != 0 || (m[2] != kRead && m[2] != kWrite) || (qpn_mkey >> 8) != q.qp_num ||
+      load_be64(m + 16) != addr || load_be64(m + 24) != len || len == 0 || !zero(k + 16, 48)) {
+    return false;
+  }
+  w.op = WrOp::kBind;
+  w.rkey = (key & ~0xffu) | (qpn_mkey & 0xffu);
+  w.bind_addr = addr;
+  w.bind_len = len;
+  w.bind_lkey = load_be32(k + 4);
+  w.bind_write = m[2] == kWrite;
   return true;
 }
 

@@ -23,11 +23,15 @@
 // SimMlx5Backend::poll_st does both before it polls; a test calls sync() after its loop turn, so the shadow
 // QPs hold everything the core handed over when it audits them.
 //
+// Type-2 memory windows are the model's too: a UMR WQE (bind or invalidation, as rdma-core's provider lays
+// them out) becomes the model's bind or local invalidation of the window its control segment's key names.
+//
 // Anything the hardware would reject or misread is counted, never acted on: a WQE it cannot parse, a ds count
-// that does not match the opcode, a QP number that is not the QP's, a doorbell register that disagrees with
-// the doorbell record, WQEs written over ring space no consumed CQE has freed, a CQ consumer index ahead of
-// what the NIC wrote. Stats::nic_errors() is the sum; every test expects it to be 0. A CQ ring without room
-// stops delivery (Stats::cq_overruns: a real NIC would raise a CQ error).
+// that does not match the opcode, a UMR naming no window of its QP or another QP, a WQE after a UMR without
+// the small fence (or one elsewhere), a QP number that is not the QP's, a doorbell register that disagrees
+// with the doorbell record, WQEs written over ring space no consumed CQE has freed, a CQ consumer index ahead
+// of what the NIC wrote. Stats::nic_errors() is the sum; every test expects it to be 0. A CQ ring without
+// room stops delivery (Stats::cq_overruns: a real NIC would raise a CQ error).
 //
 // Faults on demand: error CQEs and flushes through the model (FakeDevice::fail_head, qp_to_err); a dropped
 // doorbell (drop_next_doorbell: the next doorbell of the QP is ignored, the one after covers both batches);
@@ -99,6 +103,7 @@ class SimMlx5Qp final : public Mlx5Qp {
   std::uint32_t rq_freed_ = 0;          // receive CQEs consumed
   std::vector<std::uint64_t> rq_addr_;  // by RQ slot, as parsed: where a scattered CQE's bytes belong
   std::vector<std::uint32_t> rq_room_;
+  std::uint8_t fence_next_ = 0;  // what the next WQE's fm_ce_se must carry: the small fence after a UMR
   bool drop_next_ = false;
   bool broken_ = false;  // a WQE it could not parse: the NIC takes nothing more from this QP
 };
@@ -118,6 +123,7 @@ class SimMlx5Device final : public DeviceBackend {
     std::uint64_t inline_wqes = 0;    // SENDs that carried their bytes
     std::uint64_t multi_bb_wqes = 0;  // WQEs of more than one BB
     std::uint64_t wrapped_wqes = 0;   // WQEs that ran past the SQ's end into its start
+    std::uint64_t umr_wqes = 0;       // window binds and invalidations
     std::uint64_t cqes = 0;           // written into CQ rings
     std::uint64_t scattered = 0;      // receive CQEs that carried the message
     std::uint64_t cq_overruns = 0;
@@ -156,6 +162,7 @@ class SimMlx5Device final : public DeviceBackend {
                                        std::string* error) override;
   std::uint32_t post_receives(BackendQp& qp, std::span<const RecvPost> recvs, std::string* error) override;
   int qp_to_err(BackendQp& qp) noexcept override;  // after taking what the core handed over
+  bool type2_windows() const noexcept override { return model_.type2_windows(); }
 
   // ---- the NIC (see the top of this file) ----
   void sync() noexcept;
@@ -187,6 +194,8 @@ class SimMlx5Device final : public DeviceBackend {
   void take_sends(SimMlx5Qp& q, bool rung) noexcept;
   bool parse_send(SimMlx5Qp& q, std::uint16_t at, std::uint16_t limit, FakeWr& w,
                   std::uint16_t* bbs) noexcept;
+  bool parse_umr(SimMlx5Qp& q, const std::uint8_t* c, const std::uint8_t* m, const std::uint8_t* k,
+                 std::uint32_t ds, std::uint32_t key, FakeWr& w) noexcept;
   void write_cqe(SimMlx5Cq& cq, const FakeCq::Entry& e) noexcept;
 
   Options opt_;
