@@ -8,6 +8,12 @@
 //   load. Pass: the fuzzer ran to its end, the bench saw 0 errors and 0 mismatches, the daemon still runs and
 //   answers /readyz 200, drains on SIGTERM with exit 0, and its log holds no sanitizer report
 //   (LeakSanitizer's at exit included).
+// LiveFuzz.AuthenticatingGateway: the same against a gateway that requires authentication (docs/protocol.md
+//   §11), for half of RDMAGATE_LIVE_FUZZ_SECONDS: two fuzzers authenticate as a principal of their own,
+//   validly or with a mutated AUTH, and the fuzzer's good mode, authenticated as a principal of another
+//   tenant, checks its own load. Pass: each fuzzer ran to its end with at least one session authenticated,
+//   the verifying client ended with ops done and 0 mismatches, the gateway counted ok and denied AUTHs and
+//   other refusals, and it still runs, answers /readyz, drains and has no sanitizer report.
 // ChurnSoak.KilledClientsLeaveNothingBehind: RDMAGATE_SOAK_CYCLES (200) cycles, or RDMAGATE_SOAK_MINUTES of
 //   them, of: a verifying client (the fuzzer's good mode) connects, loads mixed PUT/GET/DELETE, inline and
 //   chunked, and is SIGKILLed at a random point while loading, in RDMAGATE_SOAK_LANES (3) lanes side by side;
@@ -18,6 +24,7 @@
 //   printed, and the RSS every 100 cycles.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,8 +89,10 @@ class Daemon {
   }
   // extra_yaml: further top-level sections (e.g. faults:).
   bool start(const std::string& extra_yaml = "") {
-    const std::string yaml =
-        rdmagate::testfix::proc::test_gateway_yaml(rxe_addr(), g_rdma_port, g_http_port) + extra_yaml;
+    return start_yaml(rdmagate::testfix::proc::test_gateway_yaml(rxe_addr(), g_rdma_port, g_http_port) +
+                      extra_yaml);
+  }
+  bool start_yaml(const std::string& yaml) {
     rdmagate::testfix::proc::write_file(yaml_, yaml);
     // halt_on_error: the first report ends the daemon (the test sees it gone and reads the report).
     return spawn(&child_, {g_self, "daemon", "--config", yaml_}, log_,
@@ -219,6 +228,98 @@ TEST(LiveFuzz, HostileClientBesideAVerifyingOne) {
   const std::string log = d.log();
   EXPECT_EQ(sanitizer_report(log), "") << "seed " << seed_text << "; the gateway's log:\n" << log;
   EXPECT_EQ(exit_code, 0) << log;
+}
+
+// Principals of the authenticating gateway: the fuzzers' and the verifying client's, in tenants of their own.
+constexpr const char* kFuzzerSecret = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+constexpr const char* kVerifierSecret = "f0e1d2c3b4a5968778695a4b3c2d1e0ff0e1d2c3b4a5968778695a4b3c2d1e0f";
+
+TEST(LiveFuzz, AuthenticatingGateway) {
+  const std::uint64_t seconds = std::max<std::uint64_t>(10, env_u64("RDMAGATE_LIVE_FUZZ_SECONDS", 60) / 2);
+  std::uint64_t seed = env_u64("RDMAGATE_LIVE_FUZZ_SEED", 0);
+  if (seed == 0) seed = std::random_device{}() * 0x100000001ull ^ static_cast<std::uint64_t>(getpid());
+  char seed_text[32];
+  std::snprintf(seed_text, sizeof(seed_text), "0x%016" PRIx64, seed);
+  std::printf("live fuzz with authentication: %" PRIu64 " s, seed %s (replay: RDMAGATE_LIVE_FUZZ_SEED=%s)\n",
+              seconds, seed_text, seed_text);
+  std::fflush(stdout);
+
+  const std::string tag = std::to_string(getpid());
+  const std::string secrets = "/tmp/hostile_auth_" + tag + ".secrets.yaml";
+  rdmagate::testfix::proc::write_file(secrets, std::string("secrets:\n  fuzzer: \"hex:") + kFuzzerSecret +
+                                                   "\"\n  verifier: \"hex:" + kVerifierSecret + "\"\n");
+  ASSERT_EQ(chmod(secrets.c_str(), 0600), 0);
+  std::string yaml = rdmagate::testfix::proc::test_gateway_yaml(rxe_addr(), g_rdma_port, g_http_port);
+  const std::string off = "  authentication: off\n";
+  const auto at = yaml.find(off);
+  ASSERT_NE(at, std::string::npos);
+  yaml.replace(at, off.size(),
+               "  authentication: required\n  auth_timeout_ms: 1000\n  secrets_file: " + secrets +
+                   "\n  tenants:\n    - name: fuzz\n    - name: good\n  principals:\n"
+                   "    - name: fuzzer\n      tenant: fuzz\n      permissions: [read, write, delete]\n"
+                   "    - name: verifier\n      tenant: good\n      permissions: [read, write, delete]\n");
+  Daemon d("auth");
+  ASSERT_TRUE(d.start_yaml(yaml)) << d.log();
+
+  const std::string good_log = "/tmp/hostile_auth_good_" + tag + ".log";
+  std::remove(good_log.c_str());
+  Child good;
+  ASSERT_TRUE(spawn(&good,
+                    {RDMAGATE_LIVE_FUZZER, "--addr", rxe_addr(), "--port", std::to_string(g_rdma_port),
+                     "--seconds", std::to_string(seconds), "--mode", "good", "--principal", "verifier",
+                     "--secret", kVerifierSecret, "--key-prefix", "auth-good-"},
+                    good_log));
+  constexpr int kFuzzers = 2;
+  std::vector<std::unique_ptr<Child>> fuzzers;
+  std::vector<std::string> logs, seeds;
+  for (int i = 0; i < kFuzzers; ++i) {
+    char s[32];
+    std::snprintf(s, sizeof(s), "0x%016" PRIx64, seed + static_cast<std::uint64_t>(i));
+    seeds.emplace_back(s);
+    logs.push_back("/tmp/hostile_auth_fuzzer_" + tag + "." + std::to_string(i));
+    std::remove(logs.back().c_str());
+    fuzzers.push_back(std::make_unique<Child>());
+    ASSERT_TRUE(
+        spawn(fuzzers.back().get(),
+              {RDMAGATE_LIVE_FUZZER, "--addr", rxe_addr(), "--port", std::to_string(g_rdma_port), "--seconds",
+               std::to_string(seconds), "--seed", s, "--principal", "fuzzer", "--secret", kFuzzerSecret},
+              logs.back()));
+  }
+  const auto limit = std::chrono::seconds(seconds + 180);
+  for (int i = 0; i < kFuzzers; ++i) {
+    const int rc = fuzzers[i]->wait_exit(limit);
+    const std::string flog = read_file(logs[i]);
+    std::printf("%s", flog.c_str());
+    EXPECT_EQ(rc, 0) << "fuzzer " << i << " (seed " << seeds[i] << ") exited " << rc << ":\n" << flog;
+    EXPECT_NE(flog.find("auth.valid.status_0"), std::string::npos) << "no session authenticated:\n" << flog;
+  }
+  const int good_rc = good.wait_exit(limit);
+  const std::string glog = read_file(good_log);
+  EXPECT_EQ(good_rc, 0) << glog;
+  EXPECT_NE(glog.find("good: connected, authenticated"), std::string::npos) << glog;
+  const auto done = glog.find("good: done, ops ");
+  ASSERT_NE(done, std::string::npos) << glog;
+  EXPECT_GT(std::strtoull(glog.c_str() + done + 16, nullptr, 10), 0u) << glog;
+  EXPECT_NE(glog.find("mismatches 0", done), std::string::npos) << glog;
+  const bool alive = d.running();
+  EXPECT_TRUE(alive) << "the gateway died under the fuzzer (seed " << seed_text << "):\n" << d.log();
+  if (alive) {
+    EXPECT_EQ(Daemon::http(g_http_port, "/readyz").status, 200) << "seed " << seed_text;
+    const std::string m = metrics_text();
+    const double ok = metric(m, "rdmagate_auth_total", {{"result", "ok"}});
+    const double denied = metric(m, "rdmagate_auth_total", {{"result", "denied"}});
+    const double failures = metric(m, "rdmagate_auth_failures_total");
+    std::printf("live fuzz with authentication: gateway: auth ok %.0f, denied %.0f, other refusals %.0f\n",
+                ok, denied, failures);
+    EXPECT_GT(ok, 1.0) << "the verifying client and at least one fuzz session";
+    EXPECT_GT(denied, 0.0) << "mutated AUTHs are answered denied";
+    EXPECT_GT(failures, 0.0) << "requests before AUTH, second AUTHs and silence are refused";
+  }
+  const int exit_code = d.stop();
+  const std::string log = d.log();
+  EXPECT_EQ(sanitizer_report(log), "") << "seed " << seed_text << "; the gateway's log:\n" << log;
+  EXPECT_EQ(exit_code, 0) << log;
+  std::remove(secrets.c_str());
 }
 
 // ---- churn soak

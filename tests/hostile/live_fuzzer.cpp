@@ -4,7 +4,16 @@
 // to find.
 //
 //   rdmagate-live-fuzzer --addr A --port P [--seconds N] [--seed S] [--mode fuzz|good] [--key-prefix K]
-//                        [--log-sessions]
+//                        [--log-sessions] [--principal NAME --secret HEX]
+//
+// With --principal and --secret (the principal's secret in hex) it offers protocol 1.2 and, when the accept
+// says `auth`, authenticates as §11 says (HMAC-SHA-256 with OpenSSL's libcrypto, as the document asks;
+// nothing of protocol/). Fuzz sessions then send a valid AUTH most of the time, and otherwise a mutated one
+// (wrong proof, unknown or malformed name, another mechanism, reserved bytes, a length that disagrees, a cut
+// message, a replay of an earlier session's AUTH under this session's incarnations, a request or a second
+// AUTH where none may come, or silence until the gateway's auth timeout). A gateway that answers `ok` to any
+// of those, refuses a valid one or proves itself with a wrong Pg ends the run with exit 5. Without them it
+// speaks 1.0 and never authenticates.
 //
 // fuzz: sessions one after the other until the time is up. Each draws its own seed from the run's seed and
 // its
@@ -23,11 +32,15 @@
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <netdb.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cinttypes>
 #include <cstdint>
@@ -103,11 +116,24 @@ std::uint64_t get64(const std::uint8_t* p) {
 
 constexpr std::uint32_t kHsMagic = 0x53484752;  // 'R' 'G' 'H' 'S'
 constexpr std::size_t kHsBody = 40;
-constexpr std::uint16_t kMsgMagic = 0x4752;  // 'R' 'G'
-constexpr std::uint8_t kVersion = 0x10;
+constexpr std::size_t kHsBodyMinor1 = 48;            // §3.8: a request of minor >= 1 (a minor-2 request too)
+constexpr std::size_t kAcceptBody[] = {40, 64, 96};  // §3.1, §3.8, §3.10: an accept of minor 0, 1, 2
+constexpr std::uint16_t kMsgMagic = 0x4752;          // 'R' 'G'
 constexpr std::size_t kHeader = 40;
 
-enum MsgType : std::uint8_t { kNoop = 1, kInlineReq, kInlineResp, kReadChunk, kWriteChunk, kCompletion };
+enum MsgType : std::uint8_t {
+  kNoop = 1,
+  kInlineReq,
+  kInlineResp,
+  kReadChunk,
+  kWriteChunk,
+  kCompletion,
+  kAuth,       // minor >= 2 (§4.2, §11)
+  kAuthAnswer  // minor >= 2
+};
+constexpr std::size_t kAuthFixed = 108;  // AUTH's length without the name
+constexpr std::size_t kAuthAnswerLen = 76;
+constexpr std::uint32_t kAuthOk = 0, kAuthDenied = 1;
 enum Opcode : std::uint16_t { kEcho = 1, kSink = 2, kPut = 0x10, kGet = 0x11, kDelete = 0x12 };
 constexpr std::uint32_t kStatusOk = 0;
 constexpr std::uint32_t kStatusTooSmall = 2;
@@ -119,16 +145,18 @@ struct HsParams {
   std::uint32_t max_msg = 4096;
   std::uint16_t frags = 16;
   std::uint32_t max_bulk = 8u << 20;
+  std::uint8_t minor = 0;  // the highest minor offered: 0, or 2 (then every minor up to it)
 };
 
 std::vector<std::uint8_t> handshake_request(const HsParams& p, std::uint64_t src, std::uint64_t dst) {
-  std::vector<std::uint8_t> b(kHsBody, 0);
+  // From minor 1 the request carries the timers (§3.8): no keepalive preference, no dead-peer timeout.
+  std::vector<std::uint8_t> b(p.minor >= 1 ? kHsBodyMinor1 : kHsBody, 0);
   put32(&b[0], kHsMagic);
-  b[4] = 1;  // request
-  b[5] = 1;  // major
-  b[6] = 0;  // highest minor
-  b[7] = 0;  // flags: no checksum
-  put16(&b[8], 0x0001);
+  b[4] = 1;                                                       // request
+  b[5] = 1;                                                       // major
+  b[6] = p.minor;                                                 // highest minor
+  b[7] = 0;                                                       // flags: no checksum
+  put16(&b[8], static_cast<std::uint16_t>((2u << p.minor) - 1));  // every minor up to it
   put16(&b[10], p.depth);
   put32(&b[12], p.max_msg);
   put16(&b[16], p.frags);
@@ -142,8 +170,10 @@ struct Accepted {
   bool ok = false;
   std::string why;
   bool checksum = false;
-  HsParams p;
+  bool auth = false;  // minor 2: the first message must be AUTH (§11)
+  HsParams p;         // p.minor: the chosen minor
   std::uint64_t gateway_inc = 0;
+  std::array<std::uint8_t, 32> nonce{};  // Ng (§3.10)
 };
 
 // §3.3 and §3.5 as the initiator applies them to an accept.
@@ -151,9 +181,18 @@ Accepted check_accept(const std::uint8_t* d, std::size_t n, const HsParams& offe
   Accepted a;
   if (d == nullptr || n < kHsBody) return a.why = "accept too short", a;
   if (get32(d) != kHsMagic || d[4] != 2) return a.why = "accept: bad magic or kind", a;
-  if (d[5] != 1 || d[6] != 0) return a.why = "accept: version", a;
-  if ((d[7] & ~1u) != 0) return a.why = "accept: undefined flags", a;
+  if (d[5] != 1 || d[6] > offered.minor || (get16(d + 8) & (1u << d[6])) == 0)
+    return a.why = "accept: version", a;
+  a.p.minor = d[6];
+  if (n < kAcceptBody[a.p.minor]) return a.why = "accept too short for its minor", a;
+  if ((d[7] & ~(a.p.minor >= 2 ? 3u : 1u)) != 0) return a.why = "accept: undefined flags", a;
   a.checksum = (d[7] & 1) != 0;
+  a.auth = (d[7] & 2) != 0;
+  if (a.p.minor >= 2) {
+    std::copy(d + 64, d + 96, a.nonce.begin());
+    const bool zero = std::all_of(a.nonce.begin(), a.nonce.end(), [](std::uint8_t x) { return x == 0; });
+    if (zero == a.auth) return a.why = "accept: the nonce disagrees with the auth flag", a;
+  }
   a.p.depth = get16(d + 10);
   a.p.max_msg = get32(d + 12);
   a.p.frags = get16(d + 16);
@@ -197,6 +236,8 @@ struct Options {
   std::string mode = "fuzz";
   std::string key_prefix;  // good mode: its keys (default good-<pid>-)
   bool log_sessions = false;
+  std::string principal;  // with secret_hex: offer 1.2 and authenticate (§11)
+  std::string secret_hex;
 };
 
 enum class ConnectResult {
@@ -573,6 +614,8 @@ class Peer {
 
   const Accepted& session() const { return a_; }
   std::uint32_t credits() const { return credits_; }
+  std::uint64_t our_inc() const { return our_inc_; }
+  std::uint8_t version() const { return static_cast<std::uint8_t>(0x10 | a_.p.minor); }
 
   // A correctly framed message (§4.1): credits patched in at send time, every owed credit returned.
   std::vector<std::uint8_t> build(MsgType type, std::uint16_t opcode, std::uint64_t cookie,
@@ -581,7 +624,7 @@ class Peer {
     const bool chunk = type == kReadChunk || type == kWriteChunk;
     std::vector<std::uint8_t> m(kHeader + (chunk ? 4 + 16 * frags.size() : 0), 0);
     put16(&m[0], kMsgMagic);
-    m[2] = kVersion;
+    m[2] = version();
     m[3] = type;
     put16(&m[6], opcode);
     put64(&m[16], our_inc_);
@@ -625,9 +668,11 @@ class Peer {
       Conn::Rx rx = std::move(in.front());
       in.pop_front();
       const auto& b = rx.bytes;
-      if (b.size() < kHeader || get16(&b[0]) != kMsgMagic || b[2] != kVersion || get32(&b[8]) != b.size() ||
-          get64(&b[16]) != a_.gateway_inc || get64(&b[24]) != our_inc_ || b[3] < kNoop ||
-          b[3] > kCompletion) {
+      // A gateway never sends AUTH; AUTH_ANSWER exists from minor 2.
+      const std::uint8_t last_type = a_.p.minor >= 2 ? kAuthAnswer : kCompletion;
+      if (b.size() < kHeader || get16(&b[0]) != kMsgMagic || b[2] != version() || get32(&b[8]) != b.size() ||
+          get64(&b[16]) != a_.gateway_inc || get64(&b[24]) != our_inc_ || b[3] < kNoop || b[3] > last_type ||
+          b[3] == kAuth) {
         ++bad_from_gateway_;
       } else {
         credits_ += get16(&b[4]);
@@ -707,6 +752,87 @@ class Peer {
   std::uint64_t bad_from_gateway_ = 0;
 };
 
+// What a fuzz run did, by name.
+struct Tally {
+  std::map<std::string, std::uint64_t> n;
+  void add(const std::string& k, std::uint64_t v = 1) { n[k] += v; }
+};
+
+// ---- authentication (§11)
+// ---------------------------------------------------------------------------------------------
+
+struct Credentials {
+  std::string name;
+  std::vector<std::uint8_t> secret;
+  bool given() const { return !name.empty(); }
+};
+
+using Proof = std::array<std::uint8_t, 32>;
+
+// §11.3: T || prover, HMAC-SHA-256 keyed with the secret (prover 1: the client, 2: the gateway).
+Proof auth_proof(const std::vector<std::uint8_t>& secret, std::uint64_t ii, std::uint64_t ia,
+                 const std::array<std::uint8_t, 32>& ng, const std::array<std::uint8_t, 32>& nc,
+                 const std::string& name, std::uint8_t prover) {
+  static const char kLabel[] = "rdmagate-auth-v1";
+  std::vector<std::uint8_t> t(kLabel, kLabel + 16);
+  t.resize(16 + 16);
+  put64(&t[16], ii);
+  put64(&t[24], ia);
+  t.insert(t.end(), ng.begin(), ng.end());
+  t.insert(t.end(), nc.begin(), nc.end());
+  t.push_back(static_cast<std::uint8_t>(name.size()));
+  t.insert(t.end(), name.begin(), name.end());
+  t.push_back(prover);
+  Proof out{};
+  unsigned len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), t.data(), t.size(), out.data(), &len);
+  return out;
+}
+
+// The AUTH body after the header (§4.2): mechanism, name length, reserved, Nc, Pc, name.
+std::vector<std::uint8_t> auth_body(std::uint8_t mechanism, std::uint8_t name_len, std::uint16_t reserved,
+                                    const std::array<std::uint8_t, 32>& nc, const Proof& pc,
+                                    const std::string& name) {
+  std::vector<std::uint8_t> b(4, 0);
+  b[0] = mechanism;
+  b[1] = name_len;
+  put16(&b[2], reserved);
+  b.insert(b.end(), nc.begin(), nc.end());
+  b.insert(b.end(), pc.begin(), pc.end());
+  b.insert(b.end(), name.begin(), name.end());
+  return b;
+}
+
+std::vector<std::uint8_t> parse_hex(const std::string& h) {
+  std::vector<std::uint8_t> out;
+  if (h.size() % 2 != 0) return {};
+  for (std::size_t i = 0; i < h.size(); i += 2) {
+    char* end = nullptr;
+    const std::string byte = h.substr(i, 2);
+    const unsigned long v = std::strtoul(byte.c_str(), &end, 16);
+    if (end != byte.c_str() + 2) return {};
+    out.push_back(static_cast<std::uint8_t>(v));
+  }
+  return out;
+}
+
+// §11.6's test vector 1, proofs only: this file's reading of §11.3 against the document's own values.
+bool auth_vector_1_holds() {
+  std::vector<std::uint8_t> k(32);
+  std::array<std::uint8_t, 32> ng{}, nc{};
+  for (std::uint8_t i = 0; i < 32; ++i) {
+    k[i] = i;
+    ng[i] = static_cast<std::uint8_t>(0x40 + i);
+    nc[i] = static_cast<std::uint8_t>(0x80 + i);
+  }
+  const auto pc = auth_proof(k, 0x0123456789abcdefull, 0xfedcba9876543210ull, ng, nc, "app-writer", 1);
+  const auto pg = auth_proof(k, 0x0123456789abcdefull, 0xfedcba9876543210ull, ng, nc, "app-writer", 2);
+  const auto want_pc = parse_hex("2356450d9390cc4db5d5e2b796670b84bceaa11f16080dc3863f92474a842f9f");
+  const auto want_pg = parse_hex("6a134af82a9f26859b541acf4a1c367c79660db5b28eaf495213e8ef9cd6dbbf");
+  return std::equal(pc.begin(), pc.end(), want_pc.begin(), want_pc.end()) &&
+         std::equal(pg.begin(), pg.end(), want_pg.begin(), want_pg.end());
+}
+
 std::vector<std::uint8_t> key_prefix(const std::string& key) {
   // Sized once: gcc 12 at -O2 reads push_back-then-insert as an out-of-bounds copy (-Warray-bounds).
   std::vector<std::uint8_t> k(key.size() + 1);
@@ -730,12 +856,141 @@ std::uint64_t random_incarnation(Rng& r) {
   return v;
 }
 
+// An AUTH_ANSWER (§4.2) to `cookie`: its status, or -1 (and *why) when the bytes are not one. *pg: its proof.
+long auth_answer_status(const std::vector<std::uint8_t>& a, Proof* pg, std::string* why) {
+  if (a.empty()) return *why = "no answer", -1;
+  if (a.size() != kAuthAnswerLen || a[3] != kAuthAnswer) {
+    return *why = "an answer of type " + std::to_string(a[3]) + " and " + std::to_string(a.size()) + " bytes",
+           -1;
+  }
+  std::copy(a.begin() + 44, a.begin() + 76, pg->begin());
+  return get32(&a[40]);
+}
+
+// A valid AUTH with a fresh client nonce, as the initiator's first message.
+std::vector<std::uint8_t> valid_auth(Peer& peer, const Credentials& cred, Rng& rng, std::uint64_t cookie,
+                                     std::array<std::uint8_t, 32>* nc) {
+  for (auto& x : *nc) x = static_cast<std::uint8_t>(rng.next());
+  const Accepted& a = peer.session();
+  const Proof pc = auth_proof(cred.secret, peer.our_inc(), a.gateway_inc, a.nonce, *nc, cred.name, 1);
+  return peer.build(kAuth, 0, cookie, {},
+                    auth_body(1, static_cast<std::uint8_t>(cred.name.size()), 0, *nc, pc, cred.name));
+}
+
+// Good mode: authenticates (§11.2, initiator) and checks the gateway's proof. Empty on success.
+std::string authenticate(Peer& peer, const Credentials& cred, Rng& rng, std::uint64_t cookie) {
+  std::array<std::uint8_t, 32> nc{};
+  std::vector<std::uint8_t> m = valid_auth(peer, cred, rng, cookie, &nc);
+  if (!peer.send(m, m.size())) return "the AUTH could not be sent";
+  Proof pg{};
+  std::string why;
+  const long st = auth_answer_status(peer.wait_answer(cookie, 20s), &pg, &why);
+  if (st < 0) return why;
+  if (st != kAuthOk) return "status " + std::to_string(st);
+  const Accepted& a = peer.session();
+  const Proof want = auth_proof(cred.secret, peer.our_inc(), a.gateway_inc, a.nonce, nc, cred.name, 2);
+  if (CRYPTO_memcmp(pg.data(), want.data(), pg.size()) != 0) return "the gateway's proof Pg is wrong";
+  return {};
+}
+
+// The last valid AUTH body a fuzz session sent, for the replay mutation (§11.4).
+struct RecordedAuth {
+  std::vector<std::uint8_t> body;
+};
+
+enum class AuthOutcome { kOpen, kEnded, kWrongAnswer };
+
+// A fuzz session's authentication: a valid AUTH (kOpen once the gateway proved itself), or a mutation that
+// must not open the connection (kEnded). kWrongAnswer (and *why): the gateway broke §11.
+AuthOutcome fuzz_auth(Conn& c, Peer& p, Rng& r, Tally& t, const Credentials& cred, RecordedAuth* rec,
+                      std::string* why) {
+  static const char* const kWhat[] = {"valid",         "noops_first", "wrong_proof",   "unknown_name",
+                                      "bad_name_char", "mechanism",   "reserved",      "length_mismatch",
+                                      "truncated",     "replay",      "request_first", "twice",
+                                      "silence"};
+  const unsigned pick = static_cast<unsigned>(r.below(100));
+  const std::size_t w = pick < 50 ? 0 : pick < 58 ? 1 : 2 + r.below(std::size(kWhat) - 2);
+  const std::string what = w == 9 && rec->body.empty() ? "wrong_proof" : kWhat[w];
+  t.add("auth." + what);
+  const std::uint64_t cookie = r.next() | 1;
+  const Accepted& a = p.session();
+  std::array<std::uint8_t, 32> nc{};
+  for (auto& x : nc) x = static_cast<std::uint8_t>(r.next());
+  std::string name = cred.name;
+  if (what == "unknown_name") name = name.size() < 64 ? name + "x" : "nobody";
+  if (what == "bad_name_char")
+    name[r.below(name.size())] = r.chance(50) ? '/' : static_cast<char>(0x80 | r.next());
+  Proof pc = auth_proof(cred.secret, p.our_inc(), a.gateway_inc, a.nonce, nc, name, 1);
+  if (what == "wrong_proof") pc[r.below(pc.size())] ^= static_cast<std::uint8_t>(1u << r.below(8));
+  std::vector<std::uint8_t> body = auth_body(1, static_cast<std::uint8_t>(name.size()), 0, nc, pc, name);
+  if (what == "mechanism") body[0] = static_cast<std::uint8_t>(r.chance(50) ? 0 : r.range(2, 255));
+  if (what == "reserved") put16(&body[2], static_cast<std::uint16_t>(r.range(1, 0xffff)));
+  if (what == "length_mismatch")
+    body[1] = static_cast<std::uint8_t>(r.chance(50) ? name.size() + 1 : name.size() - 1);
+  if (what == "replay") body = rec->body;  // an earlier session's Nc and Pc, under this session's header
+
+  const auto wait_closed = [&](std::chrono::milliseconds d) {
+    const auto until = Clock::now() + d;
+    while (Clock::now() < until && c.state() == LinkState::kUp) {
+      c.progress(100ms);
+      if (!p.absorb()) break;
+    }
+    t.add("auth." + what + (c.state() == LinkState::kUp ? ".still_up" : ".closed"));
+    return AuthOutcome::kEnded;
+  };
+  if (what == "silence") return wait_closed(3s);  // the gateway's auth timeout closes it
+  if (what == "request_first") {
+    std::vector<std::uint8_t> m = p.build(kInlineReq, kGet, cookie, {}, key_prefix("fz-0"));
+    if (!p.send(m, m.size())) return AuthOutcome::kEnded;
+    return wait_closed(2s);  // a request in state authenticating closes the connection at once
+  }
+  if (what == "noops_first") {
+    for (std::uint64_t i = 0, n = r.range(1, 3); i < n; ++i) {
+      std::vector<std::uint8_t> m = p.build(kNoop, 0, 0, {}, {});
+      if (!p.send(m, m.size())) return AuthOutcome::kEnded;
+    }
+  }
+  std::vector<std::uint8_t> m = p.build(kAuth, 0, cookie, {}, body);
+  const std::size_t wire = what == "truncated" ? m.size() - r.range(1, 40) : m.size();
+  if (!p.send(m, wire)) return AuthOutcome::kEnded;
+  const bool valid = what == "valid" || what == "noops_first" || what == "twice";
+  Proof pg{};
+  std::string bad;
+  const long st = auth_answer_status(p.wait_answer(cookie, 10s), &pg, &bad);
+  if (st < 0) {
+    // No answer is what a decode error gets (the connection closes); a valid AUTH unanswered is counted, and
+    // the good clients beside the fuzzer would fail if the gateway stopped answering them.
+    t.add("auth." + what + ".no_answer");
+    if (!bad.empty() && bad != "no answer") return *why = what + ": " + bad, AuthOutcome::kWrongAnswer;
+    return AuthOutcome::kEnded;
+  }
+  t.add("auth." + what + ".status_" + std::to_string(st));
+  if (!valid) {
+    if (st == kAuthOk) return *why = "ok answered to a " + what + " AUTH", AuthOutcome::kWrongAnswer;
+    return wait_closed(2s);  // a refusal is answered, then the gateway disconnects
+  }
+  if (st != kAuthOk)
+    return *why = "a valid AUTH answered status " + std::to_string(st), AuthOutcome::kWrongAnswer;
+  const Proof want = auth_proof(cred.secret, p.our_inc(), a.gateway_inc, a.nonce, nc, name, 2);
+  if (CRYPTO_memcmp(pg.data(), want.data(), pg.size()) != 0) {
+    return *why = "the gateway's proof Pg is wrong", AuthOutcome::kWrongAnswer;
+  }
+  rec->body = body;
+  if (what == "twice") {  // a second AUTH on an open connection is a type it does not expect
+    std::vector<std::uint8_t> again = p.build(kAuth, 0, cookie + 2, {}, body);
+    if (!p.send(again, again.size())) return AuthOutcome::kEnded;
+    return wait_closed(2s);
+  }
+  return AuthOutcome::kOpen;
+}
+
 // ---- good mode
 // ---------------------------------------------------------------------------------------------
 
-int run_good(const Options& o) {
+int run_good(const Options& o, const Credentials& cred) {
   Rng rng(o.seed);
   HsParams offer;
+  offer.minor = cred.given() ? 2 : 0;
   std::uint64_t inc = 0;
   std::unique_ptr<Conn> conn;
   // A connection request can go unanswered now and then under rxe load (a lost CM datagram outlives the
@@ -764,10 +1019,20 @@ int run_good(const Options& o) {
     return 4;
   }
   Peer peer(&c, acc, inc);
-  std::printf("good: connected\n");
+  std::uint64_t cookie = 1, ops = 0, version = 0;
+  if (acc.auth) {
+    if (!cred.given()) {
+      std::fprintf(stderr, "good: the gateway requires authentication: give --principal and --secret\n");
+      return 4;
+    }
+    if (const std::string why = authenticate(peer, cred, rng, cookie++); !why.empty()) {
+      std::fprintf(stderr, "good: authentication as %s failed: %s\n", cred.name.c_str(), why.c_str());
+      return 4;
+    }
+  }
+  std::printf("good: connected%s\n", acc.auth ? ", authenticated" : "");
   std::fflush(stdout);
   const std::string prefix = o.key_prefix.empty() ? "good-" + std::to_string(getpid()) + "-" : o.key_prefix;
-  std::uint64_t cookie = 1, ops = 0, version = 0;
   // A predecessor with the same prefix may have been killed mid-run: its keys go first, so that every later
   // answer is predictable from this process's own PUTs. Empty on success, else what went wrong. An answer
   // no_resources is retried, as §8.2 allows; a few times, with a pause, as a real client would.
@@ -917,14 +1182,11 @@ int run_good(const Options& o) {
 // ---- fuzz mode
 // ---------------------------------------------------------------------------------------------
 
-struct Tally {
-  std::map<std::string, std::uint64_t> n;
-  void add(const std::string& k, std::uint64_t v = 1) { n[k] += v; }
-};
-
 // A mutated private-data body, or a valid one with hostile cm parameters; names the mutation.
-std::vector<std::uint8_t> fuzz_handshake(Rng& r, HsParams* offer, std::uint64_t inc, std::string* what) {
+std::vector<std::uint8_t> fuzz_handshake(Rng& r, HsParams* offer, std::uint64_t inc, std::uint8_t minor,
+                                         std::string* what) {
   *offer = HsParams{};
+  offer->minor = minor;
   const std::uint16_t depths[] = {1, 3, 4, 5, 8, 16, 32, 64, 128, 129, 4096, 65535};
   const std::uint32_t msgs[] = {0, 63, 64, 100, 1024, 4096, 65536, 1u << 20, 0xffffffffu};
   if (r.chance(30)) offer->depth = depths[r.below(std::size(depths))];
@@ -1304,8 +1566,9 @@ class FuzzSession {
   bool stalled_ = false;
 };
 
-int run_fuzz(const Options& o) {
+int run_fuzz(const Options& o, const Credentials& cred) {
   Tally t;
+  RecordedAuth recorded;
   const auto start = Clock::now();
   const auto end = start + std::chrono::duration<double>(o.seconds);
   std::uint64_t session = 0;
@@ -1324,7 +1587,7 @@ int run_fuzz(const Options& o) {
     const std::uint64_t inc = random_incarnation(r);
     HsParams offer;
     std::string what;
-    std::vector<std::uint8_t> pd = fuzz_handshake(r, &offer, inc, &what);
+    std::vector<std::uint8_t> pd = fuzz_handshake(r, &offer, inc, cred.given() ? 2 : 0, &what);
     t.add("hs." + what);
     const std::uint8_t res = static_cast<std::uint8_t>(r.chance(80) ? r.range(1, 16) : r.below(256));
     const std::uint8_t ini = static_cast<std::uint8_t>(r.chance(80) ? r.range(1, 16) : r.below(256));
@@ -1368,6 +1631,19 @@ int run_fuzz(const Options& o) {
         continue;
       }
       Peer p(&c, acc, inc);
+      if (acc.auth) {
+        std::string why;
+        const AuthOutcome ao =
+            cred.given() ? fuzz_auth(c, p, r, t, cred, &recorded, &why) : AuthOutcome::kEnded;
+        if (ao == AuthOutcome::kWrongAnswer) {
+          std::fprintf(stderr, "live-fuzzer: %s: the gateway breaks §11: %s\n", line, why.c_str());
+          t.add("auth_wrong_answer");
+        }
+        if (ao != AuthOutcome::kOpen) {
+          c.teardown(r.chance(70));
+          continue;
+        }
+      }
       FuzzSession fs(&c, &p, &r, &t);
       const std::uint64_t steps = r.range(1, r.chance(80) ? 60 : 400);
       std::uint64_t i = 0;
@@ -1394,14 +1670,16 @@ int run_fuzz(const Options& o) {
               std::chrono::duration<double>(Clock::now() - start).count());
   for (const auto& [k, v] : t.n) std::printf("live-fuzzer:   %-28s %" PRIu64 "\n", k.c_str(), v);
   // A gateway reply that breaks the protocol is a gateway bug too.
-  return t.n.count("accept_invalid") || t.n.count("gateway_bad_messages") ? 5 : 0;
+  return t.n.count("accept_invalid") || t.n.count("gateway_bad_messages") || t.n.count("auth_wrong_answer")
+             ? 5
+             : 0;
 }
 
 int usage(const char* why) {
   std::fprintf(
       stderr,
       "rdmagate-live-fuzzer: %s\nusage: rdmagate-live-fuzzer --addr A --port P [--seconds N] [--seed S] "
-      "[--mode fuzz|good] [--key-prefix K] [--log-sessions]\n",
+      "[--mode fuzz|good] [--key-prefix K] [--log-sessions] [--principal NAME --secret HEX]\n",
       why);
   return 2;
 }
@@ -1427,11 +1705,28 @@ int main(int argc, char** argv) {
       o.key_prefix = argv[++i];
     else if (a == "--log-sessions")
       o.log_sessions = true;
+    else if (a == "--principal" && has_value)
+      o.principal = argv[++i];
+    else if (a == "--secret" && has_value)
+      o.secret_hex = argv[++i];
     else
       return usage(("unknown or incomplete argument " + a).c_str());
   }
   if (o.addr.empty() || o.port <= 0 || o.port > 65535) return usage("--addr and --port are required");
   if (o.mode != "fuzz" && o.mode != "good") return usage("--mode is fuzz or good");
+  Credentials cred;
+  if (!o.principal.empty() || !o.secret_hex.empty()) {
+    cred.name = o.principal;
+    cred.secret = parse_hex(o.secret_hex);
+    // §11.1: a name of 1..64 bytes, a secret of 16..64.
+    if (cred.name.empty() || cred.name.size() > 64 || cred.secret.size() < 16 || cred.secret.size() > 64)
+      return usage("--principal (1..64 bytes) and --secret (32..128 hex digits) go together");
+    if (!auth_vector_1_holds()) {
+      std::fprintf(stderr,
+                   "rdmagate-live-fuzzer: its HMAC transcript disagrees with protocol.md 11.6 vector 1\n");
+      return 2;
+    }
+  }
   if (!o.seed_given) {
     o.seed = splitmix64(static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
                         static_cast<std::uint64_t>(getpid()));
@@ -1440,5 +1735,5 @@ int main(int argc, char** argv) {
               ") for %.0f s against %s:%d\n",
               o.mode.c_str(), o.seed, o.seed, o.seconds, o.addr.c_str(), o.port);
   std::fflush(stdout);
-  return o.mode == "good" ? run_good(o) : run_fuzz(o);
+  return o.mode == "good" ? run_good(o, cred) : run_fuzz(o, cred);
 }
