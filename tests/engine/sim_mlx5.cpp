@@ -455,14 +455,12 @@ bool SimMlx5Device::parse_umr(SimMlx5Qp& q, const std::uint8_t* c, const std::ui
   if (it == wins.end()) return false;
   // The UMR control segment: 48 bytes after the 16 of the WQE's control segment.
   const std::uint8_t* u = c + 16;
-  constexpr std::uint64_t kInvMask =
-      MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY | MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN;
-  constexpr std::uint64_t kBindMask =
-      kInvMask | MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN | MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR |
-      MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE | MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ |
-      MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE | MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC;
-  const std::uint8_t flags = MLX5_WQE_UMR_CTRL_FLAG_INLINE | MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET |
-                             (bind ? MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE : MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN);
+  // Stated as numbers, not as the backend's expressions, so that a wrong constant there is caught here:
+  // the mkey mask's FREE (bit 29), QPN (14) and MKEY (13), for a bind also the four access bits (18-21),
+  // START_ADDR (6) and LEN (0); the flags INLINE (0x80) and TRNSLATION_OFFSET (0x10) with CHECK_FREE (0x20)
+  // for a bind or CHECK_QPN (0x08) for an invalidation.
+  constexpr std::uint64_t kInvMask = 0x20006000, kBindMask = 0x203c6041;
+  const std::uint8_t flags = bind ? 0xb0 : 0x98;
   std::uint16_t octowords;
   std::memcpy(&octowords, u + 4, 2);
   if (u[0] != flags || !zero(u + 1, 3) || be16toh(octowords) != (bind ? 4 : 0) || u[6] != 0 || u[7] != 0 ||
