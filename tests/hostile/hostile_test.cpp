@@ -125,6 +125,47 @@ std::string metrics_text() {
 // ---- live fuzzer
 // -------------------------------------------------------------------------------------------
 
+// Two hostile clients at once, seeds S and S + 1: a connection of one may hold gateway resources while the
+// other's handshakes and aborts run.
+class Fuzzers {
+ public:
+  static constexpr int kCount = 2;
+  // `extra`: arguments after --seed (credentials, say).
+  bool start(const std::string& log_base, std::uint64_t seed, std::uint64_t seconds,
+             const std::vector<std::string>& extra = {}) {
+    for (int i = 0; i < kCount; ++i) {
+      char s[32];
+      std::snprintf(s, sizeof(s), "0x%016" PRIx64, seed + static_cast<std::uint64_t>(i));
+      seeds_.emplace_back(s);
+      logs_.push_back(log_base + "." + std::to_string(i));
+      std::remove(logs_.back().c_str());
+      children_.push_back(std::make_unique<Child>());
+      std::vector<std::string> args = {
+          RDMAGATE_LIVE_FUZZER,    "--addr", rxe_addr(), "--port", std::to_string(g_rdma_port), "--seconds",
+          std::to_string(seconds), "--seed", s};
+      args.insert(args.end(), extra.begin(), extra.end());
+      if (!spawn(children_.back().get(), args, logs_.back())) return false;
+    }
+    return true;
+  }
+  // Waits for each, prints its log and expects exit 0; the logs.
+  std::vector<std::string> finish(std::chrono::seconds limit) {
+    std::vector<std::string> out;
+    for (int i = 0; i < kCount; ++i) {
+      const int rc = children_[i]->wait_exit(limit);
+      out.push_back(read_file(logs_[i]));
+      std::printf("%s", out.back().c_str());
+      EXPECT_EQ(rc, 0) << "fuzzer " << i << " (seed " << seeds_[i] << ") exited " << rc << ":\n"
+                       << out.back();
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::unique_ptr<Child>> children_;
+  std::vector<std::string> logs_, seeds_;
+};
+
 TEST(LiveFuzz, HostileClientBesideAVerifyingOne) {
   const std::uint64_t seconds = env_u64("RDMAGATE_LIVE_FUZZ_SECONDS", 60);
   std::uint64_t seed = env_u64("RDMAGATE_LIVE_FUZZ_SEED", 0);
@@ -173,34 +214,11 @@ TEST(LiveFuzz, HostileClientBesideAVerifyingOne) {
                      bench_json,
                      rxe_addr()},
                     bench_log));
-  // Two hostile clients at once, seeds S and S + 1: a connection of one may hold gateway resources while the
-  // other's handshakes and aborts run.
-  constexpr int kFuzzers = 2;
-  std::vector<std::unique_ptr<Child>> fuzzers;
-  std::vector<std::string> fuzz_logs, fuzz_seeds;
-  for (int i = 0; i < kFuzzers; ++i) {
-    char s[32];
-    std::snprintf(s, sizeof(s), "0x%016" PRIx64, seed + static_cast<std::uint64_t>(i));
-    fuzz_seeds.emplace_back(s);
-    fuzz_logs.push_back(fuzz_log + "." + std::to_string(i));
-    std::remove(fuzz_logs.back().c_str());
-    fuzzers.push_back(std::make_unique<Child>());
-    ASSERT_TRUE(spawn(fuzzers.back().get(),
-                      {RDMAGATE_LIVE_FUZZER, "--addr", rxe_addr(), "--port", std::to_string(g_rdma_port),
-                       "--seconds", std::to_string(seconds), "--seed", s},
-                      fuzz_logs.back()));
-  }
+  Fuzzers fuzzers;
+  ASSERT_TRUE(fuzzers.start(fuzz_log, seed, seconds));
   const auto limit = std::chrono::seconds(seconds + 180);
-  std::vector<int> fuzz_rc;
-  for (auto& f : fuzzers) fuzz_rc.push_back(f->wait_exit(limit));
+  fuzzers.finish(limit);
   const int bench_rc = bench.wait_exit(limit);
-  for (int i = 0; i < kFuzzers; ++i) {
-    const std::string flog = read_file(fuzz_logs[i]);
-    std::printf("%s", flog.c_str());
-    EXPECT_EQ(fuzz_rc[i], 0) << "fuzzer " << i << " (seed " << fuzz_seeds[i] << ") exited " << fuzz_rc[i]
-                             << ":\n"
-                             << flog;
-  }
   const bool alive = d.running();
   const int ready = alive ? Daemon::http(g_http_port, "/readyz").status : 0;
   const std::string m = alive ? metrics_text() : "";
@@ -269,28 +287,11 @@ TEST(LiveFuzz, AuthenticatingGateway) {
                      "--seconds", std::to_string(seconds), "--mode", "good", "--principal", "verifier",
                      "--secret", kVerifierSecret, "--key-prefix", "auth-good-"},
                     good_log));
-  constexpr int kFuzzers = 2;
-  std::vector<std::unique_ptr<Child>> fuzzers;
-  std::vector<std::string> logs, seeds;
-  for (int i = 0; i < kFuzzers; ++i) {
-    char s[32];
-    std::snprintf(s, sizeof(s), "0x%016" PRIx64, seed + static_cast<std::uint64_t>(i));
-    seeds.emplace_back(s);
-    logs.push_back("/tmp/hostile_auth_fuzzer_" + tag + "." + std::to_string(i));
-    std::remove(logs.back().c_str());
-    fuzzers.push_back(std::make_unique<Child>());
-    ASSERT_TRUE(
-        spawn(fuzzers.back().get(),
-              {RDMAGATE_LIVE_FUZZER, "--addr", rxe_addr(), "--port", std::to_string(g_rdma_port), "--seconds",
-               std::to_string(seconds), "--seed", s, "--principal", "fuzzer", "--secret", kFuzzerSecret},
-              logs.back()));
-  }
+  Fuzzers fuzzers;
+  ASSERT_TRUE(fuzzers.start("/tmp/hostile_auth_fuzzer_" + tag, seed, seconds,
+                            {"--principal", "fuzzer", "--secret", kFuzzerSecret}));
   const auto limit = std::chrono::seconds(seconds + 180);
-  for (int i = 0; i < kFuzzers; ++i) {
-    const int rc = fuzzers[i]->wait_exit(limit);
-    const std::string flog = read_file(logs[i]);
-    std::printf("%s", flog.c_str());
-    EXPECT_EQ(rc, 0) << "fuzzer " << i << " (seed " << seeds[i] << ") exited " << rc << ":\n" << flog;
+  for (const std::string& flog : fuzzers.finish(limit)) {
     EXPECT_NE(flog.find("auth.valid.status_0"), std::string::npos) << "no session authenticated:\n" << flog;
   }
   const int good_rc = good.wait_exit(limit);
