@@ -269,17 +269,18 @@ struct Mlx5Backend {
   }
 
   // Binds window `slot` of `q` over [b.addr, b.addr + b.len) of b.mr with a key it never had before, which it
-  // returns (unsignaled: it completes only in error). 0: nothing staged (no such window, a range beyond the
-  // 2 GiB one KLM entry maps, or no room, which the flush reports as for any send).
+  // returns (unsignaled: it completes only in error). 0: nothing staged (no such window, or a range beyond
+  // the 2 GiB one KLM entry maps). Without room it is dropped like any send: the key comes back all the same,
+  // so that the core's queue accounting holds it, and the flush reports it in the unposted tail.
   static std::uint32_t stage_bind_window_st(Qp& q, std::uint32_t slot, std::uint64_t wr_id,
                                             const WindowBind& b) noexcept {
     if (slot >= q.window_rkey.size() || b.mr == nullptr || b.len > kMaxWindowBytes) [[unlikely]]
       return 0;
-    std::uint8_t* w = begin_wqe(q, wr_id, kBindDs);
-    if (w == nullptr) [[unlikely]]
-      return 0;
     const std::uint32_t old_key = q.window_rkey[slot];
     const std::uint32_t rkey = ibv_inc_rkey(old_key);
+    std::uint8_t* w = begin_wqe(q, wr_id, kBindDs);
+    if (w == nullptr) [[unlikely]]
+      return rkey;  // never bound: the window keeps its key
     q.window_rkey[slot] = rkey;
     set_umr_ctrl(w, true);
     auto* m = reinterpret_cast<mlx5_wqe_mkey_context_seg*>(bb_after(q, w, 1));
@@ -303,12 +304,13 @@ struct Mlx5Backend {
   }
 
   // Invalidates window `slot`'s current key (signaled: its completion says the peer can no longer use it).
+  // false: no such window. Without room it is dropped like any send (true, and the flush reports it).
   static bool stage_invalidate_window_st(Qp& q, std::uint32_t slot, std::uint64_t wr_id) noexcept {
     if (slot >= q.window_rkey.size()) [[unlikely]]
       return false;
     std::uint8_t* w = begin_wqe(q, wr_id, kInvalidateDs);
     if (w == nullptr) [[unlikely]]
-      return false;
+      return true;
     set_umr_ctrl(w, false);
     auto* m = reinterpret_cast<mlx5_wqe_mkey_context_seg*>(bb_after(q, w, 1));
     std::memset(m, 0, sizeof(*m));

@@ -112,19 +112,20 @@ struct VerbsBackend {
 
   // Binds window `slot` of `q` (unsignaled: it completes only in error) with a key it never had before, which
   // it returns: every request gets a key of its own, and a key of an earlier binding is dead. 0: no such
-  // window (nothing staged).
+  // window (nothing staged). A full chain drops it like any send: the key comes back all the same, so that
+  // the core's queue accounting holds it, and the flush reports it in the unposted tail.
   static std::uint32_t stage_bind_window_st(Qp& q, std::uint32_t slot, std::uint64_t wr_id,
                                             const WindowBind& b) noexcept {
     if (slot >= q.windows.size()) [[unlikely]]
       return 0;
+    const std::uint32_t rkey = ibv_inc_rkey(q.window_rkey[slot]);
     ibv_send_wr* w = next_send(q);
     if (w == nullptr) [[unlikely]]
-      return 0;
+      return rkey;  // never bound: the window keeps its key
     // ibv_mw::rkey must name the key the device holds for the window when the bind is posted (rxe refuses a
     // bind whose mw_rkey differs): the key of the previous bind, since a window is bound again only after
     // its invalidation completed.
     q.windows[slot]->rkey = q.window_rkey[slot];
-    const std::uint32_t rkey = ibv_inc_rkey(q.window_rkey[slot]);
     q.window_rkey[slot] = rkey;
     w->wr_id = wr_id;
     w->num_sge = 0;
@@ -143,12 +144,13 @@ struct VerbsBackend {
   }
 
   // Invalidates window `slot`'s current key (signaled: its completion says the peer can no longer use it).
+  // false: no such window. A full chain drops it like any send (true, and the flush reports it).
   static bool stage_invalidate_window_st(Qp& q, std::uint32_t slot, std::uint64_t wr_id) noexcept {
     if (slot >= q.windows.size()) [[unlikely]]
       return false;
     ibv_send_wr* w = next_send(q);
     if (w == nullptr) [[unlikely]]
-      return false;
+      return true;
     w->wr_id = wr_id;
     w->num_sge = 0;
     w->opcode = IBV_WR_LOCAL_INV;

@@ -474,8 +474,10 @@ TEST(Mlx5Wqe, WindowKeyByteWraps) {
   EXPECT_EQ(be32_at(q.h.bb(1) + 4), 0x1234abu << 8) << "qpn_mkey's key byte 0x00";
 }
 
-// What stages nothing: no such window, no registration, a range beyond one KLM entry's 2 GiB; and a ring
-// without room, which drops the tail as for any send and says so at the flush.
+// What stages nothing: no such window, no registration, a range beyond one KLM entry's 2 GiB. A ring without
+// room drops a bind or an invalidation as it drops any send: staged as far as the caller knows (the key comes
+// back, so the core's queue accounting holds the entry), never written, reported in the flush's unposted
+// tail.
 TEST(Mlx5Wqe, WindowWorkThatCannotBeStaged) {
   WindowQp q;
   EXPECT_EQ(B::stage_bind_window_st(q.h.qp, 2, 1, WindowBind{kGatherAddr, 64, &q.mr, false}), 0u);
@@ -489,9 +491,12 @@ TEST(Mlx5Wqe, WindowWorkThatCannotBeStaged) {
 
   q.h.start_sq_at(0);
   q.h.qp.sq_ci = static_cast<std::uint16_t>(-14);  // 14 of 16 BBs still the NIC's: a bind (3) does not fit
-  EXPECT_EQ(B::stage_bind_window_st(q.h.qp, 0, 1, WindowBind{kGatherAddr, 64, &q.mr, false}), 0u);
-  EXPECT_EQ(q.h.qp.window_rkey[0], kWindowKey0);
-  EXPECT_FALSE(B::stage_invalidate_window_st(q.h.qp, 0, 2)) << "nor does anything after a dropped WQE";
+  EXPECT_EQ(B::stage_bind_window_st(q.h.qp, 0, 1, WindowBind{kGatherAddr, 64, &q.mr, false}),
+            kWindowKey0 + 1);
+  EXPECT_EQ(q.h.qp.window_rkey[0], kWindowKey0) << "never bound: the window keeps its key";
+  EXPECT_TRUE(B::stage_invalidate_window_st(q.h.qp, 0, 2)) << "dropped too: nothing after a dropped WQE goes";
+  EXPECT_EQ(q.h.qp.sq_pi, 0u);
+  expect_other_bbs_untouched(q.h, 0, 0);
   EXPECT_EQ(B::flush_st(q.h.qp).send_unposted, 2u);
 }
 
