@@ -131,9 +131,8 @@ enum MsgType : std::uint8_t {
   kAuth,       // minor >= 2 (§4.2, §11)
   kAuthAnswer  // minor >= 2
 };
-constexpr std::size_t kAuthFixed = 108;  // AUTH's length without the name
 constexpr std::size_t kAuthAnswerLen = 76;
-constexpr std::uint32_t kAuthOk = 0, kAuthDenied = 1;
+constexpr std::uint32_t kAuthOk = 0;
 enum Opcode : std::uint16_t { kEcho = 1, kSink = 2, kPut = 0x10, kGet = 0x11, kDelete = 0x12 };
 constexpr std::uint32_t kStatusOk = 0;
 constexpr std::uint32_t kStatusTooSmall = 2;
@@ -867,29 +866,36 @@ long auth_answer_status(const std::vector<std::uint8_t>& a, Proof* pg, std::stri
   return get32(&a[40]);
 }
 
-// A valid AUTH with a fresh client nonce, as the initiator's first message.
-std::vector<std::uint8_t> valid_auth(Peer& peer, const Credentials& cred, Rng& rng, std::uint64_t cookie,
-                                     std::array<std::uint8_t, 32>* nc) {
-  for (auto& x : *nc) x = static_cast<std::uint8_t>(rng.next());
-  const Accepted& a = peer.session();
-  const Proof pc = auth_proof(cred.secret, peer.our_inc(), a.gateway_inc, a.nonce, *nc, cred.name, 1);
-  return peer.build(kAuth, 0, cookie, {},
-                    auth_body(1, static_cast<std::uint8_t>(cred.name.size()), 0, *nc, pc, cred.name));
+// A proof over this session's transcript (§11.3): both incarnations and Ng from the session, Nc and the name
+// as sent; prover 1 the client's Pc, 2 the gateway's Pg.
+Proof session_proof(const Peer& p, const Credentials& cred, const std::array<std::uint8_t, 32>& nc,
+                    const std::string& name, std::uint8_t prover) {
+  const Accepted& a = p.session();
+  return auth_proof(cred.secret, p.our_inc(), a.gateway_inc, a.nonce, nc, name, prover);
 }
 
-// Good mode: authenticates (§11.2, initiator) and checks the gateway's proof. Empty on success.
+// Whether the gateway's Pg is the one this session's transcript gives (compared in constant time, as §11.3).
+bool gateway_proved(const Peer& p, const Credentials& cred, const std::array<std::uint8_t, 32>& nc,
+                    const std::string& name, const Proof& pg) {
+  const Proof want = session_proof(p, cred, nc, name, 2);
+  return CRYPTO_memcmp(pg.data(), want.data(), pg.size()) == 0;
+}
+
+// Good mode: authenticates (§11.2, initiator) with a fresh client nonce and checks the gateway's proof.
+// Empty on success.
 std::string authenticate(Peer& peer, const Credentials& cred, Rng& rng, std::uint64_t cookie) {
   std::array<std::uint8_t, 32> nc{};
-  std::vector<std::uint8_t> m = valid_auth(peer, cred, rng, cookie, &nc);
+  for (auto& x : nc) x = static_cast<std::uint8_t>(rng.next());
+  const Proof pc = session_proof(peer, cred, nc, cred.name, 1);
+  std::vector<std::uint8_t> m = peer.build(
+      kAuth, 0, cookie, {}, auth_body(1, static_cast<std::uint8_t>(cred.name.size()), 0, nc, pc, cred.name));
   if (!peer.send(m, m.size())) return "the AUTH could not be sent";
   Proof pg{};
   std::string why;
   const long st = auth_answer_status(peer.wait_answer(cookie, 20s), &pg, &why);
   if (st < 0) return why;
   if (st != kAuthOk) return "status " + std::to_string(st);
-  const Accepted& a = peer.session();
-  const Proof want = auth_proof(cred.secret, peer.our_inc(), a.gateway_inc, a.nonce, nc, cred.name, 2);
-  if (CRYPTO_memcmp(pg.data(), want.data(), pg.size()) != 0) return "the gateway's proof Pg is wrong";
+  if (!gateway_proved(peer, cred, nc, cred.name, pg)) return "the gateway's proof Pg is wrong";
   return {};
 }
 
@@ -913,14 +919,13 @@ AuthOutcome fuzz_auth(Conn& c, Peer& p, Rng& r, Tally& t, const Credentials& cre
   const std::string what = w == 9 && rec->body.empty() ? "wrong_proof" : kWhat[w];
   t.add("auth." + what);
   const std::uint64_t cookie = r.next() | 1;
-  const Accepted& a = p.session();
   std::array<std::uint8_t, 32> nc{};
   for (auto& x : nc) x = static_cast<std::uint8_t>(r.next());
   std::string name = cred.name;
   if (what == "unknown_name") name = name.size() < 64 ? name + "x" : "nobody";
   if (what == "bad_name_char")
     name[r.below(name.size())] = r.chance(50) ? '/' : static_cast<char>(0x80 | r.next());
-  Proof pc = auth_proof(cred.secret, p.our_inc(), a.gateway_inc, a.nonce, nc, name, 1);
+  Proof pc = session_proof(p, cred, nc, name, 1);
   if (what == "wrong_proof") pc[r.below(pc.size())] ^= static_cast<std::uint8_t>(1u << r.below(8));
   std::vector<std::uint8_t> body = auth_body(1, static_cast<std::uint8_t>(name.size()), 0, nc, pc, name);
   if (what == "mechanism") body[0] = static_cast<std::uint8_t>(r.chance(50) ? 0 : r.range(2, 255));
@@ -971,10 +976,8 @@ AuthOutcome fuzz_auth(Conn& c, Peer& p, Rng& r, Tally& t, const Credentials& cre
   }
   if (st != kAuthOk)
     return *why = "a valid AUTH answered status " + std::to_string(st), AuthOutcome::kWrongAnswer;
-  const Proof want = auth_proof(cred.secret, p.our_inc(), a.gateway_inc, a.nonce, nc, name, 2);
-  if (CRYPTO_memcmp(pg.data(), want.data(), pg.size()) != 0) {
+  if (!gateway_proved(p, cred, nc, name, pg))
     return *why = "the gateway's proof Pg is wrong", AuthOutcome::kWrongAnswer;
-  }
   rec->body = body;
   if (what == "twice") {  // a second AUTH on an open connection is a type it does not expect
     std::vector<std::uint8_t> again = p.build(kAuth, 0, cookie + 2, {}, body);
